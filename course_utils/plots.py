@@ -1,0 +1,88 @@
+"""One plotting contract for attention weights, used by every lesson.
+
+``show_heatmaps`` takes a matrix ``(n_q, n_k)``, a stack ``(heads, n_q, n_k)`` or a grid
+``(rows, cols, n_q, n_k)`` (e.g. layers × heads) and draws one heatmap per matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+
+# Write the numbers into the cells only while they stay readable.
+_MAX_ANNOTATED_CELLS = 100
+
+
+def _as_grid(matrices) -> torch.Tensor:
+    grid = torch.as_tensor(matrices).detach().float().cpu()
+    if grid.dim() == 2:
+        return grid[None, None]
+    if grid.dim() == 3:
+        return grid[None]
+    if grid.dim() == 4:
+        return grid
+    raise ValueError(
+        "show_heatmaps expects (n_q, n_k), (heads, n_q, n_k) or (rows, cols, n_q, n_k), "
+        f"got shape {tuple(grid.shape)}"
+    )
+
+
+def show_heatmaps(
+    matrices,
+    xlabels: Sequence[str] | None = None,
+    ylabels: Sequence[str] | None = None,
+    titles: Sequence[str] | None = None,
+    xlabel: str = "key",
+    ylabel: str = "query",
+    cmap: str = "Reds",
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    annotate: bool | None = None,
+    cell_size: float = 0.45,
+):
+    """Draw attention weights with token labels and one shared colour bar; return the figure.
+
+    ``titles`` names the panels in reading order. ``annotate`` writes each value in its cell
+    (default: when a panel has at most 100 cells).
+    """
+    grid = _as_grid(matrices)
+    rows, cols, n_q, n_k = grid.shape
+    for name, labels, size in (("xlabels", xlabels, n_k), ("ylabels", ylabels, n_q)):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"{name} should have {size} entries, got {len(labels)}")
+    if titles is not None and len(titles) != rows * cols:
+        raise ValueError(f"titles should have {rows * cols} entries, got {len(titles)}")
+    if annotate is None:
+        annotate = n_q * n_k <= _MAX_ANNOTATED_CELLS
+    vmax = float(grid.max()) if vmax is None else vmax
+
+    panel_w = min(max(n_k * cell_size, 2.2), 9.0 / cols)
+    panel_h = min(max(n_q * cell_size, 2.0), 9.0 / cols * n_q / max(n_k, 1) + 0.6)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(panel_w * cols + 1.2, panel_h * rows + 0.4),
+        squeeze=False, sharex=True, sharey=True, layout="constrained",
+    )
+    for index, ax in enumerate(axes.flat):
+        r, c = divmod(index, cols)
+        image = ax.imshow(grid[r, c], cmap=cmap, vmin=vmin, vmax=vmax)
+        if titles is not None:
+            ax.set_title(titles[index], fontsize=10)
+        if xlabels is not None:
+            ax.set_xticks(range(n_k), labels=xlabels, rotation=90)
+        if ylabels is not None:
+            ax.set_yticks(range(n_q), labels=ylabels)
+        if r == rows - 1:
+            ax.set_xlabel(xlabel)
+        if c == 0:
+            ax.set_ylabel(ylabel)
+        if annotate:
+            threshold = (vmax + (vmin or 0.0)) / 2
+            for i in range(n_q):
+                for j in range(n_k):
+                    value = float(grid[r, c, i, j])
+                    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                            color="white" if value > threshold else "black")
+    fig.colorbar(image, ax=axes, shrink=0.8)
+    return fig

@@ -1,0 +1,67 @@
+"""Write the Colab badge and setup cell from course_utils.colab into every lesson and the README.
+
+    python3 tools/course.py sync
+
+A notebook's first markdown cell gets the badge right under its title; its first code cell
+becomes the setup cell (inserted if missing, in which case re-execute the notebook).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import nbformat
+
+from course_utils.colab import badge, setup_cell_source
+from tests.notebooks import ROOT, lesson_paths
+
+BADGE_LINE = re.compile(r"^\[!\[Open In Colab\].*$", re.M)
+SETUP_MARKER = "# Setup: on Colab"
+
+
+def sync_notebook(path) -> bool:
+    """Bring one notebook's badge and setup cell up to date; return True if it changed."""
+    notebook = nbformat.read(path, as_version=4)
+    before = nbformat.writes(notebook)
+    relative = path.relative_to(ROOT).as_posix()
+    intro = notebook.cells[0]
+    if intro.cell_type != "markdown" or not intro.source.startswith("# "):
+        raise SystemExit(f"{relative}: the first cell must be markdown starting with '# Title'")
+    title, _, rest = intro.source.partition("\n")
+    rest = BADGE_LINE.sub("", rest).lstrip("\n")
+    intro.source = f"{title}\n\n{badge(relative)}\n\n{rest}".rstrip() + "\n"
+    first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
+    cell = notebook.cells[first_code]
+    if cell.source.startswith(SETUP_MARKER):
+        cell.source = setup_cell_source()
+    else:
+        notebook.cells.insert(first_code, nbformat.v4.new_code_cell(setup_cell_source()))
+    if nbformat.writes(notebook) == before:
+        return False
+    nbformat.write(notebook, path)
+    return True
+
+
+def sync_readme() -> bool:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    updated = re.sub(
+        r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*/(notebooks/[\w.]+\.ipynb)\)",
+        lambda match: badge(match.group(1)), text,
+    )
+    readme.write_text(updated)
+    return updated != text
+
+
+def main() -> int:
+    for path in lesson_paths():
+        if sync_notebook(path):
+            print(f"updated {path.relative_to(ROOT)}")
+    if sync_readme():
+        print("updated README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
