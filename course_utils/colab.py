@@ -50,4 +50,5 @@ if importlib.util.find_spec("course_utils") is None and (
     "google.colab" in sys.modules or "{SOURCE_VARIABLE}" in os.environ
 ):
     source = os.environ.get("{SOURCE_VARIABLE}", "{install_source()}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source], check=True)'''
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
+    subprocess.run([*pip, source], check=True)'''

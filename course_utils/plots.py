@@ -40,7 +40,7 @@ def show_heatmaps(
     vmin: float | None = 0.0,
     vmax: float | None = None,
     annotate: bool | None = None,
-    cell_size: float = 0.45,
+    cell_size: float = 0.6,
 ):
     """Draw attention weights with token labels and one shared colour bar; return the figure.
 
@@ -58,15 +58,15 @@ def show_heatmaps(
         annotate = n_q * n_k <= _MAX_ANNOTATED_CELLS
     vmax = float(grid.max()) if vmax is None else vmax
 
-    panel_w = min(max(n_k * cell_size, 2.2), 9.0 / cols)
-    panel_h = min(max(n_q * cell_size, 2.0), 9.0 / cols * n_q / max(n_k, 1) + 0.6)
+    panel_w = min(max(n_k * cell_size, 3.0), 9.0 / cols)
+    panel_h = min(max(n_q * cell_size, 2.6), 9.0 / cols * n_q / max(n_k, 1) + 0.6)
     fig, axes = plt.subplots(
         rows, cols, figsize=(panel_w * cols + 1.2, panel_h * rows + 0.4),
         squeeze=False, sharex=True, sharey=True, layout="constrained",
     )
     for index, ax in enumerate(axes.flat):
         r, c = divmod(index, cols)
-        image = ax.imshow(grid[r, c], cmap=cmap, vmin=vmin, vmax=vmax)
+        image = ax.imshow(grid[r, c].numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
         if titles is not None:
             ax.set_title(titles[index], fontsize=10)
         if xlabels is not None:
