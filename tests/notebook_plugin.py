@@ -1,18 +1,39 @@
-"""Suite-wide checks: every notebook is validated, and the excluded cells are reported."""
+"""Suite-wide notebook checks, loaded by pyproject's addopts (-p tests.notebook_plugin).
+
+- With --nbval on the whole of notebooks/, a notebook that nbval did not collect is an error.
+- The summary lists, per notebook, the cells excluded from output comparison and the time
+  its nbval run took against the run time its header states; a lesson that takes much
+  longer than it says fails the run.
+"""
 
 from __future__ import annotations
 
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.notebooks import excluded_cells, lesson_paths, read
+from tests.notebooks import NOTEBOOK_DIR, excluded_cells, lesson_paths, read
+
+STATED_RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s on 2 CPU cores\.")
+# Headers are measured on a loaded machine; allow noise but not a lesson twice as slow.
+ALLOWED_OVERRUN = (1.5, 10.0)  # factor, seconds: fail when above both
+
+_seconds_per_notebook: dict[str, float] = defaultdict(float)
+
+
+def stated_run_time(path: Path) -> int | None:
+    match = STATED_RUN_TIME.search(read(path).cells[0].source)
+    return int(match.group(1)) if match else None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """With --nbval on notebooks/, a notebook that nbval did not collect is an error."""
     config = session.config
-    if not config.option.nbval or not any("notebooks" in str(a) for a in config.args):
+    asked = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+             for arg in config.args]
+    whole_folder = any(path == NOTEBOOK_DIR or path in NOTEBOOK_DIR.parents for path in asked)
+    if not config.option.nbval or not whole_folder:
         return
     collected = {Path(item.path).resolve() for item in session.items
                  if Path(item.path).suffix == ".ipynb"}
@@ -21,11 +42,34 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError(f"notebooks not validated by nbval: {', '.join(missing)}")
 
 
+def pytest_runtest_logreport(report) -> None:
+    path = Path(report.fspath)
+    if path.suffix == ".ipynb":
+        _seconds_per_notebook[path.name] += report.duration
+
+
+def _overran(stated: int | None, measured: float) -> bool:
+    factor, seconds = ALLOWED_OVERRUN
+    return stated is not None and measured > max(stated * factor, stated + seconds)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    paths = {p.name: p for p in lesson_paths()}
+    for name, measured in _seconds_per_notebook.items():
+        if name in paths and _overran(stated_run_time(paths[name]), measured):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    terminalreporter.section("cells excluded from output comparison")
+    terminalreporter.section("notebooks: cells excluded from comparison, run time")
     for path in lesson_paths():
         notebook = read(path)
         code_cells = sum(1 for cell in notebook.cells if cell.cell_type == "code")
-        terminalreporter.write_line(
-            f"{path.name}: {excluded_cells(notebook)} of {code_cells} code cells excluded"
-        )
+        line = f"{path.name}: {excluded_cells(notebook)} of {code_cells} code cells excluded"
+        stated = stated_run_time(path)
+        if path.name in _seconds_per_notebook:
+            measured = _seconds_per_notebook[path.name]
+            line += f"; ran in {measured:.1f} s, header says about {stated} s"
+            if _overran(stated, measured):
+                line += "  <-- SLOWER THAN ITS HEADER STATES"
+        terminalreporter.write_line(line)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from tests.notebook_plugin import stated_run_time
 from tests.notebooks import ROOT, lesson_paths, read
 
 LESSONS = lesson_paths()
@@ -56,3 +57,12 @@ def test_no_unfinished_prose(path):
         assert not re.search(r"\bTODO\b|\bFIXME\b|\bXXX\b", cell.source), (
             f"{path.name} has unfinished text: {cell.source[:80]!r}"
         )
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_header_states_a_run_time_within_the_budget(path):
+    stated = stated_run_time(path)
+    assert stated is not None, (
+        f"{path.name}: the first cell needs '**Run time:** about N s on 2 CPU cores.'"
+    )
+    assert stated <= 60, f"{path.name} states {stated} s; a lesson must run in 60 s or less"

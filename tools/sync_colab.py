@@ -14,7 +14,8 @@ import sys
 import nbformat
 
 from course_utils.colab import badge, setup_cell_source
-from tests.notebooks import ROOT, lesson_paths
+from tests.notebook_plugin import stated_run_time
+from tests.notebooks import ROOT, lesson_paths, read
 
 BADGE_LINE = re.compile(r"^\[!\[Open In Colab\].*$", re.M)
 SETUP_MARKER = "# Setup: on Colab"
@@ -43,13 +44,25 @@ def sync_notebook(path) -> bool:
     return True
 
 
+def lesson_table() -> str:
+    """The README's lesson table: number, title, stated run time and badge of each lesson."""
+    rows = ["| # | lesson | CPU run time | |", "|---|---|---|---|"]
+    for path in lesson_paths():
+        relative = path.relative_to(ROOT).as_posix()
+        title = read(path).cells[0].source.partition("\n")[0].removeprefix("# ")
+        number, _, name = title.partition(" · ")
+        rows.append(f"| {number.split()[-1]} | [{name}]({relative}) | "
+                    f"about {stated_run_time(path)} s | {badge(relative)} |")
+    return "\n".join(rows)
+
+
+LESSON_BLOCK = re.compile(r"(<!-- lessons:.*?-->\n).*?(<!-- /lessons -->)", re.S)
+
+
 def sync_readme() -> bool:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    updated = re.sub(
-        r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*/(notebooks/[\w.]+\.ipynb)\)",
-        lambda match: badge(match.group(1)), text,
-    )
+    updated = LESSON_BLOCK.sub(lambda m: f"{m.group(1)}{lesson_table()}\n{m.group(2)}", text)
     readme.write_text(updated)
     return updated != text
 

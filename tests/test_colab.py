@@ -1,0 +1,120 @@
+"""Colab: badges and setup cells come from one place, and every notebook runs alone in an
+environment with Colab's versions (ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34.0,
+matplotlib 3.10.0), installing course_utils through its own setup cell."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import course_utils
+from course_utils.colab import SOURCE_VARIABLE, badge, colab_url, setup_cell_source
+from tests.notebook_runner import execute
+from tests.notebooks import ROOT, lesson_paths, read
+
+LESSONS = lesson_paths()
+COLAB_PYTHON = ROOT / ".venv-colab" / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+def relative(path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_badge_points_at_its_own_notebook(path):
+    intro = read(path).cells[0].source
+    links = re.findall(r"\(https://colab\.research\.google\.com/github/[^)]+\)", intro)
+    assert links == [f"({colab_url(relative(path))})"], (
+        f"{path.name}: badge should open {relative(path)}; run python3 tools/course.py sync"
+    )
+    assert badge(relative(path)) in intro
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_first_code_cell_is_the_setup_cell(path):
+    first_code = next(c for c in read(path).cells if c.cell_type == "code")
+    assert first_code.source == setup_cell_source(), (
+        f"{path.name}: setup cell differs from course_utils.colab; run python3 tools/course.py sync"
+    )
+
+
+def test_readme_lesson_table_lists_every_lesson_with_its_badge_and_run_time():
+    from tools.sync_colab import lesson_table
+
+    readme = (ROOT / "README.md").read_text()
+    assert lesson_table() in readme, "README's lesson table is stale: python3 tools/course.py sync"
+    for path in LESSONS:
+        assert badge(relative(path)) in readme, f"README lacks the Colab badge of {path.name}"
+
+
+def test_setup_cell_installs_the_version_of_this_checkout():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'version = "{course_utils.__version__}"' in pyproject
+    assert f"@v{course_utils.__version__}" in setup_cell_source()
+    assert "--no-deps" in setup_cell_source(), "the install must leave torch and ipywidgets alone"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_no_notebook_reads_files_by_repository_path(path):
+    for cell in read(path).cells:
+        if cell.cell_type == "code":
+            assert not re.search(r"open\(|read_csv|\.\./|Path\(['\"]", cell.source), (
+                f"{path.name} reads a file by path: {cell.source[:120]!r}"
+            )
+
+
+@pytest.fixture(scope="session")
+def colab_kernel(tmp_path_factory):
+    """A kernelspec for the Colab-mirror environment, without course_utils installed."""
+    if not COLAB_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{COLAB_PYTHON} is missing: python3 tools/course.py test builds it")
+        pytest.skip("no .venv-colab: run the suite through python3 tools/course.py test")
+    subprocess.run([COLAB_PYTHON, "-m", "pip", "uninstall", "-q", "-y", "course_utils"],
+                   check=True, capture_output=True)
+    wheels = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", wheels, ROOT], check=True)
+    wheel = next(wheels.glob("course_utils-*.whl"))
+    jupyter_path = tmp_path_factory.mktemp("jupyter")
+    spec_dir = jupyter_path / "kernels" / "colab-mirror"
+    spec_dir.mkdir(parents=True)
+    spec = {"argv": [str(COLAB_PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Colab mirror", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    yield {"JUPYTER_PATH": str(jupyter_path), SOURCE_VARIABLE: str(wheel)}
+    subprocess.run([COLAB_PYTHON, "-m", "pip", "uninstall", "-q", "-y", "course_utils"],
+                   check=True, capture_output=True)
+
+
+def test_colab_mirror_has_colabs_versions(colab_kernel):
+    pins = dict(re.findall(r"^([\w-]+)==([\w.]+)", (ROOT / "requirements-colab.txt").read_text(),
+                           re.M))
+    assert pins.keys() >= {"ipywidgets", "ipykernel", "ipython", "matplotlib"}
+    code = ("import importlib.metadata as m, json, sys; "
+            "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))")
+    found = json.loads(subprocess.run([COLAB_PYTHON, "-c", code, *pins], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert found == pins
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_notebook_runs_alone_in_the_colab_mirror(path, colab_kernel, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_PATH", colab_kernel["JUPYTER_PATH"])
+    subprocess.run([COLAB_PYTHON, "-m", "pip", "uninstall", "-q", "-y", "course_utils"],
+                   check=True, capture_output=True)
+    probe = subprocess.run([COLAB_PYTHON, "-c", "import course_utils"], cwd=tmp_path,
+                           capture_output=True)
+    assert probe.returncode != 0, "course_utils must not be importable before the setup cell"
+    alone = tmp_path / path.name
+    shutil.copy(path, alone)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env[SOURCE_VARIABLE] = colab_kernel[SOURCE_VARIABLE]
+    execute(alone, kernel_name="colab-mirror", env=env)  # raises on the first failing cell
