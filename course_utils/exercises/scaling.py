@@ -1,0 +1,171 @@
+"""Exercises of lesson 03, the scaling factor.
+
+- ``measure_variance``: sample q·k and measure its variance (it should be about d_k);
+- ``entropy_of_rows``: the entropy of each row of attention weights, in nats;
+- ``jacobian_of_softmax``: diag(p) − p pᵀ, the reason saturated rows pass no gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.scaling import row_entropy, softmax_jacobian
+
+# ------------------------------------------------------------------ measure the variance
+# The sample variance of 20 000 dot products has a relative standard error of about 2 %
+# at d_k = 1 and 1 % above; 12 % is far outside that, so a correct answer always passes.
+VARIANCE_TOLERANCE = 0.12
+VARIANCE_D_KS = (1, 16, 256)
+
+
+def _as_number(value, what: str) -> float:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise Incorrect(f"{what} should be one number, got a tensor of shape "
+                            f"{tuple(value.shape)}: reduce with .var() over all samples")
+        return value.item()
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise Incorrect(f"{what} should be a number, got {type(value).__name__}")
+
+
+def _check_variance(answer) -> None:
+    torch.manual_seed(0)
+    measured = {d_k: _as_number(attempt(answer, d_k), f"dot_product_variance({d_k})")
+                for d_k in VARIANCE_D_KS}
+    if all(abs(v - 1) < VARIANCE_TOLERANCE for v in measured.values()):
+        raise Incorrect(
+            "your variance stays near 1 for every d_k, but Var(q·k) should grow like d_k: "
+            "measure the raw dot products (no 1/sqrt(d_k) yet) and sum q*k over the "
+            "d_k components before taking the variance"
+        )
+    for d_k, value in measured.items():
+        if d_k > 1 and abs(value - math.sqrt(d_k)) < VARIANCE_TOLERANCE * math.sqrt(d_k):
+            raise Incorrect(
+                f"for d_k={d_k} you got {value:.3g}, about sqrt(d_k): that is the standard "
+                "deviation; the variance is its square (use .var(), not .std())"
+            )
+    for d_k, value in measured.items():
+        if abs(value - d_k) > VARIANCE_TOLERANCE * d_k:
+            raise Incorrect(
+                f"for d_k={d_k} you measured a variance of {value:.3g}, but theory says "
+                f"{d_k} (allowed: ±{VARIANCE_TOLERANCE:.0%}); draw q and k from N(0, 1) "
+                "with torch.randn and use n_pairs samples"
+            )
+
+
+def _reference_variance(d_k, n_pairs=20_000):
+    q = torch.randn(n_pairs, d_k)  # (n_pairs, d_k), unit-variance components
+    k = torch.randn(n_pairs, d_k)
+    scores = (q * k).sum(dim=-1)  # (n_pairs,): one dot product per pair
+    return scores.var().item()
+
+
+measure_variance = Exercise(
+    title="Measure Var(q·k)",
+    checker=_check_variance,
+    reference=_reference_variance,
+    hints=(
+        "Draw q and k of shape (n_pairs, d_k) with torch.randn.",
+        "One dot product per pair: multiply elementwise, then sum over the last dim.",
+        "Return the variance of those n_pairs numbers as a float: .var().item().",
+    ),
+)
+
+
+# ------------------------------------------------------------------ entropy of the rows
+def _entropy_cases() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    random = torch.softmax(3 * torch.randn(2, 3, 5, generator=generator), dim=-1)
+    uniform = torch.full((1, 4), 0.25)
+    with_zeros = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]])  # one-hot, then two-way
+    return [random, uniform, with_zeros]
+
+
+def _check_entropy(answer) -> None:
+    random, uniform, with_zeros = _entropy_cases()
+    result = attempt(answer, random.clone())
+    expect_shape(result, random.shape[:-1],
+                 "the entropy of weights (2, 3, 5) (one value per row; sum over the keys)")
+    if (result < -1e-6).any():
+        raise Incorrect("you returned negative entropies: H(p) = −Σ p log p has a minus sign")
+    ratio = (result / row_entropy(random)).mean().item()
+    if abs(ratio - 1 / math.log(2)) < 0.01:
+        raise Incorrect("your values are 1.44 times too big: that is log base 2 (bits); "
+                        "the lesson measures nats, so use torch.log")
+    expect_close(result, row_entropy(random), "the entropy of random rows", atol=1e-4)
+    expect_close(attempt(answer, uniform.clone()), torch.tensor([math.log(4)]),
+                 "the entropy of a uniform row over 4 keys (should be log 4)", atol=1e-4)
+    zeros = attempt(answer, with_zeros.clone())
+    if isinstance(zeros, torch.Tensor) and torch.isnan(zeros).any():
+        raise Incorrect("you return NaN for rows with a zero weight: 0 · log 0 counts as 0, "
+                        "e.g. keep only the terms where p > 0 with torch.where")
+    expect_close(zeros, torch.tensor([0.0, math.log(2)]),
+                 "the entropy of a one-hot row and of a 50/50 row", atol=1e-4)
+
+
+def _reference_entropy(weights):
+    logs = torch.log(weights.clamp_min(1e-30))  # avoid log(0); those terms are zeroed next
+    terms = torch.where(weights > 0, weights * logs, torch.zeros_like(weights))
+    return -terms.sum(dim=-1)  # (..., n_q, n_k) -> (..., n_q)
+
+
+entropy_of_rows = Exercise(
+    title="Entropy of attention rows",
+    checker=_check_entropy,
+    reference=_reference_entropy,
+    hints=(
+        "H(p) = −Σ_k p_k log p_k, summed over the last dim (the keys).",
+        "torch.log(0) is -inf and 0 · -inf is NaN: zero those terms with torch.where.",
+        "A one-hot row has entropy 0, a uniform row over n keys has log(n).",
+    ),
+)
+
+
+# ------------------------------------------------------------------ softmax Jacobian
+def _check_jacobian(answer) -> None:
+    generator = torch.Generator().manual_seed(1)
+    scores = torch.randn(4, generator=generator)
+    p = torch.softmax(scores, dim=-1)
+    expected = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, dim=-1), scores)
+    result = attempt(answer, p.clone())
+    expect_shape(result, (4, 4), "the Jacobian of one row p (4,)")
+    if torch.allclose(result, torch.diag(p), atol=1e-5):
+        raise Incorrect("you returned only diag(p): each weight also depends on every other "
+                        "score, through the shared denominator (subtract the outer product p pᵀ)")
+    if torch.allclose(result, -expected, atol=1e-5):
+        raise Incorrect("the sign is flipped: it is diag(p) − p pᵀ, so the diagonal is positive")
+    expect_close(result, expected, "the Jacobian of one row (compared with torch.autograd)")
+    batch = torch.softmax(torch.randn(2, 3, 4, generator=generator), dim=-1)
+    try:
+        batched = attempt(answer, batch.clone())
+    except RuntimeError as error:
+        raise Incorrect(
+            "it works for one row but fails on weights (2, 3, 4) "
+            f"({error}); torch.diag and torch.outer take only 1-D input: "
+            "use torch.diag_embed and unsqueeze instead"
+        ) from None
+    expect_shape(batched, (2, 3, 4, 4),
+                 "the Jacobians of weights (2, 3, 4), one (n, n) matrix per row")
+    expect_close(batched, softmax_jacobian(batch), "the Jacobians of a batch of rows")
+
+
+def _reference_jacobian(p):
+    outer = p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., n, n): p_i p_j
+    return torch.diag_embed(p) - outer  # diag_embed works on batches, torch.diag does not
+
+
+jacobian_of_softmax = Exercise(
+    title="The softmax Jacobian",
+    checker=_check_jacobian,
+    reference=_reference_jacobian,
+    hints=(
+        "∂p_i/∂s_j = p_i (δ_ij − p_j): a diagonal part and an outer-product part.",
+        "torch.diag_embed(p) builds diag(p) for every row of a batch.",
+        "p.unsqueeze(-1) * p.unsqueeze(-2) is the outer product p pᵀ for every row.",
+    ),
+)

@@ -1,0 +1,322 @@
+"""Tests of course_utils.scaling, its widget and its exercises (lesson 03)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from course_utils import scaling  # noqa: E402
+from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED  # noqa: E402
+from course_utils.exercises import scaling as exercises  # noqa: E402
+from course_utils.widgets import scaling as widget  # noqa: E402
+
+
+# ------------------------------------------------------------------ scale factor
+def test_scale_factor_per_rule():
+    assert scaling.scale_factor(64, "none") == 1.0
+    assert scaling.scale_factor(64, "sqrt") == pytest.approx(1 / 8)
+    assert scaling.scale_factor(64, "linear") == pytest.approx(1 / 64)
+
+
+@pytest.mark.parametrize("d_k, rule, error", [
+    (64, "square", ValueError), (0, "sqrt", ValueError), (8.0, "sqrt", TypeError),
+    (True, "sqrt", TypeError),
+])
+def test_scale_factor_rejects_bad_input(d_k, rule, error):
+    with pytest.raises(error, match="rule|d_k"):
+        scaling.scale_factor(d_k, rule)
+
+
+# ------------------------------------------------------------------ 1. variance
+@pytest.mark.parametrize("d_k", [1, 8, 128, 1024])
+def test_variance_of_dot_products_is_d_k(d_k):
+    scores = scaling.dot_products(d_k, n_pairs=20_000, seed=3)
+    assert scores.shape == (20_000,)
+    # Relative standard error of a sample variance here is at most ~2 %: 10 % is 5 of them.
+    assert scores.var().item() == pytest.approx(d_k, rel=0.10)
+
+
+def test_variance_table_scaled_column_is_unscaled_over_d_k():
+    for row in scaling.variance_table([1, 16, 256], n_pairs=5_000):
+        assert row["scaled"] == pytest.approx(row["unscaled"] / row["d_k"], rel=1e-4)
+        assert row["scaled"] == pytest.approx(1.0, rel=0.15)
+
+
+def test_dot_products_depend_only_on_the_seed():
+    torch.manual_seed(123)
+    first = scaling.dot_products(16, n_pairs=100, seed=5)
+    torch.manual_seed(456)
+    assert torch.equal(first, scaling.dot_products(16, n_pairs=100, seed=5))
+    assert not torch.equal(first, scaling.dot_products(16, n_pairs=100, seed=6))
+
+
+# ------------------------------------------------------------------ 2. saturation
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 5), st.integers(2, 7), st.floats(0.1, 10.0))
+def test_row_entropy_matches_torch_categorical(batch, n_q, n_k, sharpness):
+    scores = torch.randn(batch, n_q, n_k, dtype=torch.float64) * sharpness
+    weights = torch.softmax(scores, dim=-1)  # (batch, n_q, n_k)
+    expected = torch.distributions.Categorical(probs=weights).entropy()
+    assert torch.allclose(scaling.row_entropy(weights), expected, atol=1e-9)
+
+
+def test_row_entropy_of_one_hot_uniform_and_masked_rows():
+    weights = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.25] * 4, [0.5, 0.5, 0.0, 0.0]])
+    entropy = scaling.row_entropy(weights)
+    assert not torch.isnan(entropy).any()
+    assert torch.allclose(entropy, torch.tensor([0.0, math.log(4), math.log(2)]))
+    expected = torch.distributions.Categorical(probs=weights).entropy()
+    assert torch.allclose(entropy, expected, atol=1e-6)
+
+
+def test_max_weight_is_the_row_maximum():
+    weights = torch.softmax(torch.randn(3, 5, 7), dim=-1)
+    assert torch.equal(scaling.max_weight(weights), weights.max(dim=-1).values)
+
+
+@pytest.mark.parametrize("bad", [[0.5, 0.5], torch.tensor([1, 0])])
+def test_row_statistics_reject_non_float_tensors(bad):
+    with pytest.raises(TypeError, match="weights"):
+        scaling.row_entropy(bad)
+    with pytest.raises(TypeError, match="weights"):
+        scaling.max_weight(bad)
+
+
+def test_saturation_unscaled_rows_collapse_and_scaled_rows_do_not():
+    table = {(r["d_k"], r["rule"]): r
+             for r in scaling.saturation_table([1, 1024], n_rows=300)}
+    # At d_k = 1 every rule multiplies by 1: the same scores, the same rows.
+    assert table[(1, "none")] == {**table[(1, "sqrt")], "rule": "none"}
+    assert table[(1024, "none")]["max_weight"] > 0.9
+    assert table[(1024, "sqrt")]["max_weight"] < 0.4
+    assert table[(1024, "linear")]["entropy"] > 0.99 * math.log(16)
+
+
+# ------------------------------------------------------------------ 3. gradients
+def test_softmax_jacobian_matches_autograd_for_a_batch():
+    scores = torch.randn(2, 3, 5, dtype=torch.float64)
+    p = torch.softmax(scores, dim=-1)
+    jacobian = scaling.softmax_jacobian(p)  # (2, 3, 5, 5)
+    for b in range(2):
+        for i in range(3):
+            expected = torch.autograd.functional.jacobian(
+                lambda s: torch.softmax(s, dim=-1), scores[b, i])
+            assert torch.allclose(jacobian[b, i], expected)
+
+
+def test_softmax_jacobian_of_a_one_hot_row_is_zero():
+    assert torch.equal(scaling.softmax_jacobian(torch.tensor([0.0, 1.0, 0.0])),
+                       torch.zeros(3, 3))
+
+
+def test_gradient_norms_agree_with_the_jacobian():
+    q, k, upstream = scaling.random_rows(16, n_rows=50, n_keys=6, seed=2)
+    p = torch.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1)  # (50, 1, 6)
+    by_jacobian = (scaling.softmax_jacobian(p) @ upstream.unsqueeze(-1)).squeeze(-1)
+    norms = scaling.gradient_norms(16, "sqrt", n_rows=50, n_keys=6, seed=2)
+    assert norms["scores"] == pytest.approx(by_jacobian.norm(dim=-1).median().item(), rel=1e-5)
+
+
+def test_gradients_vanish_without_scaling_only():
+    table = {(r["d_k"], r["rule"]): r for r in scaling.gradient_table([4, 1024], n_rows=300)}
+    assert table[(1024, "none")]["scores"] < 0.01 * table[(4, "none")]["scores"]
+    assert table[(1024, "sqrt")]["scores"] > 0.5 * table[(4, "sqrt")]["scores"]
+    assert table[(1024, "none")]["q"] < 0.01 * table[(1024, "sqrt")]["q"]
+
+
+# ------------------------------------------------------------------ 4. training
+def test_recall_batch_targets_are_the_value_stored_under_the_asked_key():
+    task = scaling.KeyValueRecallTask(seed=4)
+    x, target = task.batch(32)
+    assert x.shape == (32, task.n_pairs + 1, task.d_model) and target.shape == (32,)
+    for row in range(32):
+        asked = (x[row, -1] == task.key_embedding).all(dim=-1).nonzero().item()
+        for position in range(task.n_pairs):
+            pair = x[row, position] * math.sqrt(2)
+            key = (pair - task.key_embedding[asked] - task.value_embedding).norm(dim=-1)
+            if key.min() < 1e-4:  # this pair holds the asked key: its value is the target
+                assert key.argmin().item() == target[row].item()
+                break
+        else:
+            pytest.fail(f"row {row}: the asked key is in none of the pairs")
+
+
+def test_recall_task_rejects_more_pairs_than_keys():
+    with pytest.raises(ValueError, match="n_pairs"):
+        scaling.KeyValueRecallTask(n_keys=4, n_pairs=5)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_recall_model_matches_torch_attention(scaled):
+    torch.manual_seed(0)
+    model = scaling.RecallModel(d_model=8, d_k=16, n_values=5, scaled=scaled)
+    x = torch.randn(3, 6, 8)
+    q, k, v = model.w_q(x[:, -1:]), model.w_k(x[:, :-1]), model.w_v(x[:, :-1])
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, scale=None if scaled else 1.0)  # (3, 1, 8)
+    assert torch.allclose(model(x), model.readout(out[:, 0]), atol=1e-6)
+
+
+def test_train_recall_is_reproducible_and_restores_threads():
+    threads = torch.get_num_threads()
+    first = scaling.train_recall(8, scaled=True, steps=5, seed=1)
+    assert torch.get_num_threads() == threads
+    assert len(first) == 5
+    assert first == scaling.train_recall(8, scaled=True, steps=5, seed=1)
+    assert first != scaling.train_recall(8, scaled=False, steps=5, seed=1)
+
+
+def test_loss_ratios_divide_unscaled_by_scaled_mean_loss():
+    curves = {(4, 0, True): [2.0, 1.0], (4, 0, False): [3.0, 3.0],
+              (4, 1, True): [1.0, 1.0], (4, 1, False): [1.0, 1.0]}
+    assert scaling.loss_ratios(curves) == {4: [2.0, 1.0]}
+
+
+# ------------------------------------------------------------------ widget
+def test_scaling_state_toggle_rescales_the_same_scores():
+    plain = widget.scaling_state(256, scaled=False)
+    scaled = widget.scaling_state(256, scaled=True)
+    assert torch.allclose(plain.scores / 16, scaled.scores)
+    assert plain.variance == pytest.approx(256, rel=0.15)
+    assert scaled.variance == pytest.approx(1, rel=0.15)
+    assert plain.mean_max_weight > 0.85 > 0.4 > scaled.mean_max_weight
+    assert scaled.row.sum().item() == pytest.approx(1.0)
+    assert scaled.uniform_entropy == pytest.approx(math.log(widget.N_KEYS))
+    assert "d_k = 256, scaled by 1/√d_k" in scaled.summary()
+
+
+def test_scaling_state_rejects_bad_input():
+    with pytest.raises(TypeError, match="scaled"):
+        widget.scaling_state(64, scaled="yes")
+    with pytest.raises(ValueError, match="d_k"):
+        widget.scaling_state(0, scaled=True)
+
+
+def test_widget_updates_when_the_controls_change():
+    view = widget.ScalingWidget()
+    assert (view.state.d_k, view.state.scaled) == (widget.DEFAULT_D_K, widget.DEFAULT_SCALED)
+    assert view.summary.value == widget.scaling_state(64, False).summary()
+    view.scale_toggle.value = True
+    assert view.summary.value == widget.scaling_state(64, True).summary()
+    assert view.scale_toggle.description.endswith("on")
+    view.d_k_slider.value = 1024
+    assert view.summary.value == widget.scaling_state(1024, True).summary()
+    assert list(view.d_k_slider.options) == [2**p for p in range(11)]
+    plt.close("all")
+
+
+def test_widget_rejects_a_d_k_off_the_slider():
+    with pytest.raises(ValueError, match="d_k should be one of"):
+        widget.ScalingWidget(d_k=100)
+
+
+def test_static_figure_shows_histogram_and_row():
+    fig = widget.scaling_figure()
+    hist, bars = fig.axes
+    assert "variance" in hist.get_title()
+    assert len(bars.patches) == widget.N_KEYS
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ exercises
+@pytest.mark.parametrize("exercise", [
+    exercises.measure_variance, exercises.entropy_of_rows, exercises.jacobian_of_softmax])
+def test_reference_passes_and_stub_is_not_attempted(exercise):
+    assert exercise.evaluate(exercise.reference).status == CORRECT
+
+    def stub(*args):
+        raise NotImplementedError
+
+    assert exercise.evaluate(stub).status == NOT_ATTEMPTED
+
+
+def _variance_without_sum(d_k, n_pairs=20_000):
+    return (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).var().item()
+
+
+def _variance_of_scaled_scores(d_k, n_pairs=20_000):
+    scores = (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).sum(-1) / math.sqrt(d_k)
+    return scores.var().item()
+
+
+def _standard_deviation(d_k, n_pairs=20_000):
+    return (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).sum(-1).std().item()
+
+
+def _scores_not_their_variance(d_k, n_pairs=20_000):
+    return (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).sum(-1)
+
+
+def _uniform_in_place_of_normal(d_k, n_pairs=20_000):
+    return (torch.rand(n_pairs, d_k) * torch.rand(n_pairs, d_k)).sum(-1).var().item()
+
+
+@pytest.mark.parametrize("answer, message", [
+    (_variance_without_sum, "stays near 1 for every d_k"),
+    (_variance_of_scaled_scores, "stays near 1 for every d_k"),
+    (_standard_deviation, "that is the standard deviation"),
+    (_scores_not_their_variance, "should be one number"),
+    (_uniform_in_place_of_normal, "draw q and k from N(0, 1)"),
+])
+def test_measure_variance_catches_typical_mistakes(answer, message):
+    verdict = exercises.measure_variance.evaluate(answer)
+    assert verdict.status == INCORRECT and message in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize("answer, message", [
+    (lambda w: -(w * torch.log2(w.clamp_min(1e-30))).sum(-1), "log base 2"),
+    (lambda w: (w * torch.log(w.clamp_min(1e-30))).sum(-1), "minus sign"),
+    (lambda w: -(w * torch.log(w)).sum(-1), "0 · log 0 counts as 0"),
+    (lambda w: -(w * torch.log(w.clamp_min(1e-30))).sum(0), "should have shape (2, 3)"),
+    (lambda w: -(w * torch.log(w.clamp_min(1e-30))).mean(-1), "values are off"),
+])
+def test_entropy_catches_typical_mistakes(answer, message):
+    verdict = exercises.entropy_of_rows.evaluate(answer)
+    assert verdict.status == INCORRECT and message in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize("answer, message", [
+    (torch.diag_embed, "only diag(p)"),
+    (lambda p: p.unsqueeze(-1) * p.unsqueeze(-2) - torch.diag_embed(p), "sign is flipped"),
+    (lambda p: torch.diag(p) - torch.outer(p, p), "use torch.diag_embed"),
+    (lambda p: torch.diag_embed(p) - p.unsqueeze(-2) * p.unsqueeze(-2), "values are off"),
+])
+def test_jacobian_catches_typical_mistakes(answer, message):
+    verdict = exercises.jacobian_of_softmax.evaluate(answer)
+    assert verdict.status == INCORRECT and message in verdict.message, verdict.message
+
+
+# ------------------------------------------------------------------ figures
+def test_recall_model_starts_with_unit_variance_queries_and_keys():
+    task = scaling.KeyValueRecallTask(seed=0)
+    x, _ = task.batch(512)  # (512, n_pairs + 1, d_model)
+    assert x.var().item() == pytest.approx(1.0, rel=0.15)
+    torch.manual_seed(0)
+    model = scaling.RecallModel(task.d_model, d_k=256, n_values=task.n_values, scaled=True)
+    with torch.no_grad():
+        assert model.w_q(x).var().item() == pytest.approx(1.0, rel=0.2)
+        assert model.w_k(x).var().item() == pytest.approx(1.0, rel=0.2)
+
+
+def test_figures_draw_one_line_per_rule_and_one_panel_per_d_k():
+    fig = scaling.plot_variance(scaling.variance_table([1, 4], n_pairs=100))
+    assert len(fig.axes) == 1 and fig.axes[0].get_xscale() == "log"
+    table = scaling.saturation_table([1, 4, 16], n_rows=20)
+    fig = scaling.plot_against_d_k(table, ["max_weight", "entropy"], ["none", "sqrt"],
+                                   ["max weight", "entropy"], log_y=[False, True])
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+    assert fig.axes[1].get_yscale() == "log"
+    curves = {(d_k, 0, scaled): [1.0] * 12 for d_k in (4, 8) for scaled in (True, False)}
+    fig = scaling.plot_loss_curves(curves, [4, 8], window=5)
+    assert [ax.get_title() for ax in fig.axes] == ["d_k = 4 (seed 0)", "d_k = 8 (seed 0)"]
+    assert len(fig.axes[0].lines[0].get_xdata()) == 12 - 5 + 1
+    plt.close("all")
