@@ -1,0 +1,134 @@
+"""Exercises of lesson 01: how far information travels, and what the trip does to a gradient.
+
+``cnn_path_lengths``: how many stacked convolutions lie between two positions.
+``gradient_through_linear_rnn``: ‖W^k‖, the gradient of a linear RNN k steps back.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+
+
+def _distances(n: int) -> torch.Tensor:
+    positions = torch.arange(n)
+    return (positions[:, None] - positions[None, :]).abs()  # (n, n)
+
+
+def reference_cnn_path_lengths(n: int, kernel_size: int) -> torch.Tensor:
+    """(n, n): layers of a stack of convolutions before position j can influence position i."""
+    reach = (kernel_size - 1) // 2  # positions one layer sees on each side
+    positions = torch.arange(n)
+    distance = (positions[:, None] - positions[None, :]).abs()  # (n, n): |i - j|
+    return torch.div(distance + reach - 1, reach, rounding_mode="floor")  # ceil(distance/reach)
+
+
+def _check_cnn_path_lengths(answer) -> None:
+    for n, kernel_size in ((6, 3), (10, 5), (9, 7)):
+        got = attempt(answer, n, kernel_size)
+        what = f"cnn_path_lengths({n}, kernel_size={kernel_size})"
+        expect_shape(got, (n, n), what)
+        if got.is_floating_point():
+            got = got.round()
+        got = got.long()
+        expected = reference_cnn_path_lengths(n, kernel_size)
+        if torch.equal(got, expected):
+            continue
+        distance = _distances(n)
+        reach = (kernel_size - 1) // 2
+        if got.diagonal().ne(0).any():
+            raise Incorrect(
+                f"{what}: the diagonal should be 0, a position reaches itself without any layer"
+            )
+        if torch.equal(got, distance // reach):
+            raise Incorrect(
+                f"{what}: you rounded down. With kernel_size={kernel_size} one layer reaches "
+                f"{reach} positions to each side, so positions {reach + 1} apart need 2 layers, "
+                "not 1: round up (ceil)"
+            )
+        by_kernel = (-(-distance // kernel_size), distance // kernel_size)
+        if any(torch.equal(got, wrong) for wrong in by_kernel):
+            raise Incorrect(
+                f"{what}: a kernel of size {kernel_size} is centred on its position, so one "
+                f"layer reaches (kernel_size - 1) // 2 = {reach} positions to each side, "
+                f"not {kernel_size}"
+            )
+        if not torch.equal(got, got.T):
+            raise Incorrect(f"{what}: the matrix should be symmetric, |i - j| = |j - i|")
+        i, j = (got != expected).nonzero()[0].tolist()
+        raise Incorrect(
+            f"{what}: entry [{i}, {j}] (positions {abs(i - j)} apart) should be "
+            f"{int(expected[i, j])}, got {int(got[i, j])}"
+        )
+
+
+cnn_path_lengths = Exercise(
+    title="Path length through a stack of convolutions",
+    checker=_check_cnn_path_lengths,
+    reference=reference_cnn_path_lengths,
+    hints=(
+        "Start from the distance matrix |i - j|, built with broadcasting: "
+        "positions[:, None] - positions[None, :].",
+        "A kernel of size w covers its own position and (w - 1) // 2 neighbours on each side, "
+        "so each layer extends the reach by (w - 1) // 2 positions.",
+        "The number of layers is the distance divided by the reach, rounded up: for integers, "
+        "(distance + reach - 1) // reach.",
+    ),
+)
+
+
+def reference_gradient_through_linear_rnn(w: torch.Tensor, max_k: int) -> torch.Tensor:
+    """‖∂h_T/∂h_{T-k}‖ = ‖W^k‖ (Frobenius) for k = 0..max_k of h_t = W h_{t-1} + x_t."""
+    return torch.stack(
+        [torch.linalg.matrix_norm(torch.linalg.matrix_power(w, k)) for k in range(max_k + 1)]
+    )  # (max_k + 1,)
+
+
+def _check_gradient_through_linear_rnn(answer) -> None:
+    generator = torch.Generator().manual_seed(0)
+    w = torch.randn(4, 4, generator=generator) / 3
+    max_k = 6
+    what = f"gradient_through_linear_rnn(w, max_k={max_k})"
+    got = attempt(answer, w.clone(), max_k)
+    expect_shape(got, (max_k + 1,), what)
+    got = got.detach().to(torch.float32)
+    expected = reference_gradient_through_linear_rnn(w, max_k)
+    if torch.allclose(got, expected, rtol=1e-4):
+        return
+    norms = torch.linalg.matrix_norm
+    elementwise = torch.stack([norms(w**k) for k in range(max_k + 1)])
+    if torch.allclose(got, elementwise, rtol=1e-4):
+        raise Incorrect(
+            f"{what}: w ** k raises each entry to the power k. Going back k steps multiplies "
+            "k Jacobians, a matrix power: torch.linalg.matrix_power(w, k)"
+        )
+    shifted = torch.stack([norms(torch.linalg.matrix_power(w, k + 1)) for k in range(max_k + 1)])
+    if torch.allclose(got, shifted, rtol=1e-4):
+        raise Incorrect(
+            f"{what}: entry k should be ‖W^k‖ starting at k = 0, where W^0 is the identity "
+            f"and ‖I‖ = sqrt(4) = 2; your entries are shifted by one step"
+        )
+    spectral = torch.stack(
+        [torch.linalg.matrix_norm(torch.linalg.matrix_power(w, k), ord=2) for k in range(max_k + 1)]
+    )
+    if torch.allclose(got, spectral, rtol=1e-4):
+        raise Incorrect(
+            f"{what}: use the Frobenius norm (the default of torch.linalg.matrix_norm), "
+            "not the spectral norm, to match the measurement in the lesson"
+        )
+    expect_close(got, expected, what, atol=1e-4)
+
+
+gradient_through_linear_rnn = Exercise(
+    title="The gradient through k steps of a linear RNN",
+    checker=_check_gradient_through_linear_rnn,
+    reference=reference_gradient_through_linear_rnn,
+    hints=(
+        "For h_t = W h_{t-1} + x_t the Jacobian of one step is W, so k steps back it is "
+        "W @ W @ ... @ W (k times).",
+        "torch.linalg.matrix_power(w, k) computes that product; k = 0 gives the identity.",
+        "Return torch.stack([torch.linalg.matrix_norm(torch.linalg.matrix_power(w, k)) "
+        "for k in range(max_k + 1)]).",
+    ),
+)
