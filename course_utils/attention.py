@@ -97,3 +97,154 @@ class SelfAttention(nn.Module):
             )
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)  # (batch, seq_len, d_k or d_v)
         return scaled_dot_product_attention(q, k, v, mask=mask)
+
+
+def split_heads(x, num_heads: int):
+    """Split the features into heads.
+
+    ``(batch, seq_len, d_model)`` -> ``(batch, heads, seq_len, d_k)``.
+
+    Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
+    """
+    x = require_tensor("x", x, "(batch, seq_len, d_model)")
+    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
+        raise ValueError(f"num_heads should be a positive int, got {num_heads!r}")
+    if x.dim() != 3:
+        raise ValueError(
+            f"x should have shape (batch, seq_len, d_model), got shape {tuple(x.shape)}"
+        )
+    batch, seq_len, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by num_heads={num_heads}: "
+            "every head needs the same width d_k = d_model / num_heads"
+        )
+    # view keeps the feature order (head-major), transpose puts heads next to batch
+    # so that one batched matmul attends in every head at once.
+    return x.view(batch, seq_len, num_heads, d_model // num_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    """Concatenate the heads: ``(batch, heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``."""
+    x = require_tensor("x", x, "(batch, heads, seq_len, d_k)")
+    if x.dim() != 4:
+        raise ValueError(
+            f"x should have shape (batch, heads, seq_len, d_k), got shape {tuple(x.shape)}"
+        )
+    batch, heads, seq_len, d_k = x.shape
+    # After the transpose the memory is no longer contiguous, so reshape (not view).
+    return x.transpose(1, 2).reshape(batch, seq_len, heads * d_k)
+
+
+class MultiHeadAttention(nn.Module):
+    """``num_heads`` attention heads of width ``d_k = d_model / num_heads``, run side by side.
+
+    Project with ``w_q, w_k, w_v`` (each ``d_model -> d_model``), split into heads, attend in
+    every head with :func:`scaled_dot_product_attention`, concatenate, project with ``w_o``.
+
+    ``forward(query, key=None, value=None, mask=None)`` takes query ``(batch, n_q, d_model)``
+    and key/value ``(batch, n_k, d_model)``; ``key`` defaults to ``query`` (self-attention)
+    and ``value`` to ``key``. ``mask`` is bool, True = may attend, broadcastable to
+    ``(batch, heads, n_q, n_k)``. Returns output ``(batch, n_q, d_model)`` and the per-head
+    weights ``(batch, heads, n_q, n_k)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("num_heads", num_heads)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} should be a positive int, got {value!r}")
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}: "
+                "every head needs the same width d_k = d_model / num_heads"
+            )
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_k = d_model // num_heads
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def _require_input(self, name: str, x, notation: str) -> torch.Tensor:
+        x = require_tensor(name, x, notation)
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"{name} should have shape {notation} with d_model={self.d_model}, "
+                f"got shape {tuple(x.shape)}"
+            )
+        if x.dtype != self.w_q.weight.dtype:
+            raise TypeError(
+                f"{name} has dtype {x.dtype} but the module's weights are "
+                f"{self.w_q.weight.dtype}; convert one of them with .to()"
+            )
+        return x
+
+    def forward(self, query, key=None, value=None, mask=None):
+        key = query if key is None else key
+        value = key if value is None else value
+        query = self._require_input("query", query, "(batch, n_q, d_model)")
+        key = self._require_input("key", key, "(batch, n_k, d_model)")
+        value = self._require_input("value", value, "(batch, n_k, d_model)")
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key and value should share the batch size, got {query.shape[0]}, "
+                f"{key.shape[0]} and {value.shape[0]}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"key is (batch, n_k, d_model) with n_k={key.shape[1]} but value has "
+                f"n_k={value.shape[1]}: every key needs exactly one value"
+            )
+        if mask is not None:
+            scores_shape = torch.Size(
+                (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
+            )
+            require_bool_mask(mask, scores_shape, "(batch, heads, n_q, n_k)")
+
+        q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, n_q, d_k)
+        k = split_heads(self.w_k(key), self.num_heads)  # (batch, heads, n_k, d_k)
+        v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, n_k, d_k)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        # heads (batch, heads, n_q, d_k), weights (batch, heads, n_q, n_k)
+        return self.w_o(merge_heads(heads)), weights  # (batch, n_q, d_model)
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A copy of ``torch.nn.MultiheadAttention``'s weights in our module.
+
+        torch keeps W_Q, W_K, W_V stacked in one ``in_proj_weight`` ``(3*d_model, d_model)``;
+        we slice it into ``w_q, w_k, w_v``. Ours is always batch-first and has no dropout,
+        so it matches ``module`` in eval mode (or with dropout=0).
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(
+                f"from_torch expects a torch.nn.MultiheadAttention, got {type(module).__name__}"
+            )
+        if not module._qkv_same_embed_dim:
+            raise ValueError(
+                f"from_torch supports kdim = vdim = embed_dim only, got embed_dim="
+                f"{module.embed_dim}, kdim={module.kdim}, vdim={module.vdim}"
+            )
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                "from_torch does not support add_bias_kv=True or add_zero_attn=True: "
+                "they add extra keys that MultiHeadAttention does not have"
+            )
+        bias = module.in_proj_bias is not None
+        ours = cls(module.embed_dim, module.num_heads, bias=bias)
+        ours = ours.to(device=module.in_proj_weight.device, dtype=module.in_proj_weight.dtype)
+        weight_q, weight_k, weight_v = module.in_proj_weight.detach().chunk(3)
+        with torch.no_grad():
+            ours.w_q.weight.copy_(weight_q)
+            ours.w_k.weight.copy_(weight_k)
+            ours.w_v.weight.copy_(weight_v)
+            ours.w_o.weight.copy_(module.out_proj.weight)
+            if bias:
+                bias_q, bias_k, bias_v = module.in_proj_bias.detach().chunk(3)
+                ours.w_q.bias.copy_(bias_q)
+                ours.w_k.bias.copy_(bias_k)
+                ours.w_v.bias.copy_(bias_v)
+                ours.w_o.bias.copy_(module.out_proj.bias)
+        return ours

@@ -1,0 +1,145 @@
+"""The two-relation task, its model, and the heads sweep of lesson 04."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.heads import (
+    NO_TARGET,
+    TwoRelationModel,
+    head_roles,
+    heads_sweep,
+    make_two_relation_batch,
+    train_two_relation_model,
+    two_relation_accuracy,
+)
+
+
+def batch_of(size=64, seq_len=8, seed=0):
+    return make_two_relation_batch(size, seq_len, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("seq_len", [4, 8, 12])
+def test_every_letter_appears_exactly_twice(seq_len):
+    batch = batch_of(seq_len=seq_len)
+    counts = torch.stack([(batch.letters == letter).sum(dim=1) for letter in range(seq_len // 2)])
+    assert (counts == 2).all()
+
+
+def test_targets_are_the_previous_and_the_partner_digit():
+    batch = batch_of()
+    for row in range(len(batch.letters)):
+        letters, digits = batch.letters[row].tolist(), batch.digits[row].tolist()
+        assert batch.previous_digit[row, 0] == NO_TARGET
+        for i in range(1, len(letters)):
+            assert batch.previous_digit[row, i] == digits[i - 1]
+        for i, letter in enumerate(letters):
+            (j,) = [j for j, other in enumerate(letters) if other == letter and j != i]
+            assert batch.partner_digit[row, i] == digits[j]
+
+
+def test_same_generator_seed_gives_the_same_batch():
+    first, second = batch_of(seed=3), batch_of(seed=3)
+    assert torch.equal(first.letters, second.letters) and torch.equal(first.digits, second.digits)
+
+
+def test_labels_are_letter_then_digit():
+    batch = batch_of()
+    labels = batch.labels(1)
+    assert len(labels) == 8
+    assert labels[2] == "ABCD"[batch.letters[1, 2]] + str(int(batch.digits[1, 2]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"batch_size": 4, "seq_len": 7}, ["seq_len", "even", "7"]),
+        ({"batch_size": 4, "seq_len": 2}, ["seq_len", "2"]),
+        ({"batch_size": 0}, ["batch_size", "0"]),
+        ({"batch_size": 4, "num_digits": 1}, ["num_digits", "1"]),
+    ],
+)
+def test_bad_task_arguments_are_named(kwargs, words):
+    with pytest.raises(ValueError) as info:
+        make_two_relation_batch(**kwargs)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_model_shapes_and_no_token_attends_to_itself():
+    torch.manual_seed(0)
+    model = TwoRelationModel(d_model=16, num_heads=4)
+    batch = batch_of(size=5)
+    previous, partner, weights = model(batch.letters, batch.digits)
+    assert previous.shape == partner.shape == (5, 8, 10)
+    assert weights.shape == (5, 4, 8, 8)
+    assert (weights.diagonal(dim1=-2, dim2=-1) == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(5, 4, 8))
+
+
+def test_model_rejects_the_wrong_sequence_length():
+    model = TwoRelationModel(d_model=8, num_heads=2)
+    batch = batch_of(seq_len=6)
+    with pytest.raises(ValueError, match="seq_len=8"):
+        model(batch.letters, batch.digits)
+
+
+class _Oracle(nn.Module):
+    """Answers from the targets: right on the partner, right on the previous digit if asked."""
+
+    def __init__(self, batch, previous_right: bool, weights=None):
+        super().__init__()
+        self.batch, self.previous_right, self.weights = batch, previous_right, weights
+
+    def forward(self, letters, digits):
+        previous = self.batch.previous_digit.clamp(min=0)
+        if not self.previous_right:
+            previous = (previous + 1) % 10
+        one_hot = nn.functional.one_hot
+        return one_hot(previous, 10).float(), one_hot(self.batch.partner_digit, 10).float(), \
+            self.weights
+
+
+def test_accuracy_counts_each_relation_and_both():
+    batch = batch_of()
+    assert two_relation_accuracy(_Oracle(batch, True), batch) == {
+        "previous": 1.0, "partner": 1.0, "both": 1.0,
+    }
+    assert two_relation_accuracy(_Oracle(batch, False), batch) == {
+        "previous": 0.0, "partner": 1.0, "both": 0.0,
+    }
+
+
+def test_head_roles_recognise_a_previous_head_a_partner_head_and_a_uniform_head():
+    batch = batch_of()
+    n = 8
+    previous_head = torch.eye(n).roll(-1, dims=1).expand(len(batch.letters), n, n)
+    same_letter = batch.letters[:, :, None] == batch.letters[:, None, :]
+    partner_head = (same_letter & ~torch.eye(n, dtype=torch.bool)).float()
+    uniform_head = (1 - torch.eye(n)).expand(len(batch.letters), n, n) / (n - 1)
+    weights = torch.stack([previous_head, partner_head, uniform_head], dim=1)
+    roles = head_roles(_Oracle(batch, True, weights), batch)
+    assert roles.shape == (3, 2)
+    assert roles[0, 0] == 1.0 and roles[1, 1] == 1.0
+    torch.testing.assert_close(roles[2], torch.full((2,), 1 / (n - 1)))
+    assert roles[0, 1] < 0.5 and roles[1, 0] < 0.5
+
+
+def test_two_heads_learn_both_relations_and_one_head_does_not():
+    # The lesson's claim, at a short budget so that the test stays quick.
+    _, one = train_two_relation_model(num_heads=1, steps=150, seed=1)
+    _, two = train_two_relation_model(num_heads=2, steps=150, seed=1)
+    assert two["both"] > 0.9 > 0.5 > one["both"]
+
+
+def test_sweep_trains_one_model_per_head_count_at_fixed_width():
+    sweep = heads_sweep([1, 4], d_model=8, steps=2)
+    assert list(sweep) == [1, 4]
+    for num_heads, (model, accuracy) in sweep.items():
+        assert model.attention.num_heads == num_heads
+        assert model.attention.d_k == 8 // num_heads
+        assert set(accuracy) == {"previous", "partner", "both"}
+    with pytest.raises(ValueError, match="num_heads=3"):
+        heads_sweep([3], d_model=8, steps=1)
