@@ -1,0 +1,322 @@
+"""What one attention layer costs: FLOPs and bytes counted part by part, time and memory measured.
+
+The layer is multi-head self-attention on x ``(batch, seq_len, d_model)`` with ``heads`` heads
+of width ``d_k = d_model / heads``, in five parts (``PARTS``):
+
+- ``qkv_projections``: q, k, v = x W_Q, x W_K, x W_V, three ``(batch, seq_len, d_model)``;
+- ``scores``: q kᵀ in every head, ``(batch, heads, n_q, n_k)``;
+- ``softmax``: scale, then softmax over the keys, ``(batch, heads, n_q, n_k)``;
+- ``weighted_sum``: weights @ v in every head, ``(batch, heads, seq_len, d_k)``;
+- ``output_projection``: concatenated heads @ W_O, ``(batch, seq_len, d_model)``.
+
+A matrix product ``(m, k) @ (k, p)`` costs ``2·m·k·p`` FLOPs (one multiply and one add per
+term), the convention of ``torch.utils.flop_counter.FlopCounterMode``. Biases and the softmax
+are elementwise and cheap; FlopCounterMode does not count them at all.
+
+This module also holds the memory-saving idea behind FlashAttention in reusable form,
+:func:`online_softmax_update` and :func:`chunked_attention`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
+
+from course_utils.checks import require_tensor
+
+PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_projection")
+# Elementwise operations per score in the softmax part: scale, subtract the row max, exp,
+# add to the row sum, divide by it. A convention: it is tiny next to the matrix products.
+SOFTMAX_FLOPS_PER_SCORE = 5
+
+
+def _require_positive_int(name: str, value) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} should be a positive int, got {value!r}")
+    return value
+
+
+def _require_callable(name: str, fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} should be a function to call, got {type(fn).__name__}")
+
+
+def _require_layer(seq_len, d_model, heads, batch) -> int:
+    """Check a layer configuration and return d_k."""
+    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("heads", heads),
+                        ("batch", batch)):
+        _require_positive_int(name, value)
+    if d_model % heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by heads={heads}: "
+            "every head needs the same width d_k = d_model / heads"
+        )
+    return d_model // heads
+
+
+def attention_flops(seq_len: int, d_model: int, heads: int, batch: int = 1) -> dict[str, int]:
+    """FLOPs of one forward pass of multi-head self-attention, part by part (keys: PARTS).
+
+    The four matrix products are counted exactly as FlopCounterMode counts them; the softmax
+    entry is an estimate, ``SOFTMAX_FLOPS_PER_SCORE`` per score.
+    """
+    d_k = _require_layer(seq_len, d_model, heads, batch)
+    n, d = seq_len, d_model
+    return {
+        "qkv_projections": batch * 3 * 2 * n * d * d,  # three (n, d) @ (d, d)
+        "scores": batch * heads * 2 * n * n * d_k,  # per head (n, d_k) @ (d_k, n)
+        "softmax": batch * heads * n * n * SOFTMAX_FLOPS_PER_SCORE,
+        "weighted_sum": batch * heads * 2 * n * n * d_k,  # per head (n, n) @ (n, d_k)
+        "output_projection": batch * 2 * n * d * d,  # (n, d) @ (d, d)
+    }
+
+
+def attention_bytes(seq_len: int, d_model: int, heads: int, batch: int = 1,
+                    dtype: torch.dtype = torch.float32) -> dict[str, int]:
+    """Bytes of the tensor each part materialises (keys: PARTS), in ``dtype``.
+
+    ``scores`` and ``softmax`` are ``(batch, heads, seq_len, seq_len)`` each: the n² terms.
+    """
+    _require_layer(seq_len, d_model, heads, batch)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
+    size = torch.finfo(dtype).bits // 8
+    n, d = seq_len, d_model
+    return {
+        "qkv_projections": 3 * batch * n * d * size,
+        "scores": batch * heads * n * n * size,
+        "softmax": batch * heads * n * n * size,
+        "weighted_sum": batch * n * d * size,
+        "output_projection": batch * n * d * size,
+    }
+
+
+def training_weights_bytes(batch: int, layers: int, heads: int, seq_len: int,
+                           dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of the attention weights a training step keeps for the backward pass.
+
+    Every layer's softmax output ``(batch, heads, seq_len, seq_len)`` is saved until backward
+    runs, so the layers multiply it: ``batch · layers · heads · seq_len² · bytes``.
+    """
+    for name, value in (("batch", batch), ("layers", layers), ("heads", heads),
+                        ("seq_len", seq_len)):
+        _require_positive_int(name, value)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
+    return batch * layers * heads * seq_len * seq_len * (torch.finfo(dtype).bits // 8)
+
+
+def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, ...], int]]:
+    """The tensors autograd keeps from ``fn(*args, **kwargs)`` for the backward pass.
+
+    Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
+    like the weights by softmax and by ``weights @ v``, is listed once).
+    """
+    _require_callable("fn", fn)
+    saved = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        saved.setdefault(storage.data_ptr(), (tuple(tensor.shape), storage.nbytes()))
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = fn(*args, **kwargs)
+    del result  # the graph, and with it the saved tensors, may go now
+    return list(saved.values())
+
+
+def counted_flops(fn: Callable, *args, **kwargs) -> dict[str, int]:
+    """Run ``fn(*args, **kwargs)`` under FlopCounterMode; FLOPs per aten op, e.g. ``aten.bmm``."""
+    _require_callable("fn", fn)
+    with FlopCounterMode(display=False) as counter:
+        fn(*args, **kwargs)
+    return {str(op): flops for op, flops in counter.get_flop_counts()["Global"].items()}
+
+
+def fitted_exponent(sizes, values) -> float:
+    """The slope p of the least-squares line through (log size, log value): value ~ size**p."""
+    sizes, values = list(sizes), list(values)
+    if any(not x > 0 for x in sizes + values):
+        raise ValueError(f"sizes and values should all be positive, got {sizes} and {values}")
+    xs = [math.log(s) for s in sizes]
+    ys = [math.log(v) for v in values]
+    if len(xs) < 2 or len(xs) != len(ys):
+        raise ValueError(
+            f"need at least two (size, value) pairs of equal length, got {len(xs)} sizes "
+            f"and {len(ys)} values"
+        )
+    x_mean, y_mean = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - x_mean) ** 2 for x in xs)
+    if spread == 0:
+        raise ValueError(f"the sizes should differ, got {list(sizes)}")
+    return sum((x - x_mean) * (y - y_mean) for x, y in zip(xs, ys, strict=True)) / spread
+
+
+def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.01) -> dict:
+    """Median CPU seconds per call of each zero-argument function in ``calls``, on one thread.
+
+    torch is held to one thread while measuring and the clock is this thread's CPU time
+    (``time.thread_time``), not the wall clock: time the operating system gives to other
+    programs on a shared machine is not counted. Each function is warmed up once, then
+    called in batches of at least ``min_seconds``, so the clock's resolution does not
+    matter. The batches run round-robin, one of each function per repeat, so what remains
+    of the machine's noise hits all of them alike and their ratios stay meaningful.
+    """
+    _require_positive_int("repeats", repeats)
+    if not isinstance(calls, dict) or not calls:
+        raise TypeError(f"calls should be a non-empty dict of name -> function, got {calls!r}")
+    for call in calls.values():
+        _require_callable("every value of calls", call)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        loops = {}
+        for name, call in calls.items():
+            start = time.thread_time()
+            call()  # warm-up, also measures roughly how long one call takes
+            spent = max(time.thread_time() - start, 1e-6)
+            loops[name] = max(1, math.ceil(min_seconds / spent))
+        samples = {name: [] for name in calls}
+        for _ in range(repeats):
+            for name, call in calls.items():
+                start = time.thread_time()
+                for _ in range(loops[name]):
+                    call()
+                samples[name].append((time.thread_time() - start) / loops[name])
+    finally:
+        torch.set_num_threads(threads)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+@contextmanager
+def _quiet_stderr():
+    """Silence the profiler's C++ start/stop lines, which go straight to file descriptor 2."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def peak_memory(fn: Callable, *args, **kwargs) -> int:
+    """Peak bytes that ``fn(*args, **kwargs)`` holds at once through torch's CPU allocator.
+
+    Measured, not estimated: torch.profiler with ``profile_memory=True`` records every
+    allocation and free of the CPU allocator (also the buffers a fused kernel allocates
+    inside itself); the running total of those events, in time order, peaks here. Counted
+    from zero when ``fn`` starts, so tensors that already existed (the inputs) are not
+    included and the result that ``fn`` returns is. (tracemalloc cannot do this: it does
+    not see torch's allocations.)
+    """
+    _require_callable("fn", fn)
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn(*args, **kwargs)
+    events = sorted(
+        (event.start_ns(), event.nbytes())
+        for event in prof.profiler.kineto_results.events()
+        if event.name() == "[memory]"
+    )
+    del result
+    held = peak = 0
+    for _, nbytes in events:
+        held += nbytes
+        peak = max(peak, held)
+    return peak
+
+
+def online_softmax_update(running_max, running_sum, running_out, scores, values):
+    """Fold one block of keys into a running softmax-weighted sum of values.
+
+    Args:
+        running_max: ``(..., n_q, 1)`` largest score seen so far in each query row
+            (``-inf`` before the first block).
+        running_sum: ``(..., n_q, 1)`` sum of exp(score - running_max) so far.
+        running_out: ``(..., n_q, d_v)`` sum of exp(score - running_max) · value so far.
+        scores: ``(..., n_q, block)`` scaled scores of this block (``-inf`` = masked).
+        values: ``(..., block, d_v)`` this block's values.
+
+    Returns the updated ``(running_max, running_sum, running_out)``; after the last block,
+    ``running_out / running_sum`` is softmax(scores) @ values over all the blocks.
+    """
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+    # A row with no key seen yet has max -inf; subtract 0 there instead of -inf (-inf - -inf
+    # is NaN) so that its exp terms come out as exactly 0.
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    # What was summed relative to the old max is rescaled to the new one: exp(m_old - m_new).
+    correction = torch.exp(running_max - shift)  # (..., n_q, 1)
+    p = torch.exp(scores - shift)  # (..., n_q, block)
+    return (
+        new_max,
+        running_sum * correction + p.sum(dim=-1, keepdim=True),
+        running_out * correction + p @ values,
+    )
+
+
+def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None):
+    """softmax(q kᵀ / sqrt(d_k)) v computed block by block, with an online softmax.
+
+    q ``(..., n_q, d_k)``, k ``(..., n_k, d_k)``, v ``(..., n_k, d_v)`` -> ``(..., n_q, d_v)``.
+
+    Queries are taken ``block_size`` at a time and, for each query block, keys are folded in
+    ``block_size`` at a time with :func:`online_softmax_update`: only ``(..., block, block)``
+    scores exist at any moment, never ``(..., n_q, n_k)``, so the extra memory grows linearly
+    in n (the output itself is ``(..., n_q, d_v)``).
+
+    ``window``: if given, query i attends only to keys j with ``|i - j| <= window`` (local
+    attention; needs n_q == n_k). Key blocks wholly outside that band are skipped, so the
+    work grows like ``n · window`` instead of ``n²``.
+    """
+    q = require_tensor("q", q, "(..., n_q, d_k)")
+    k = require_tensor("k", k, "(..., n_k, d_k)")
+    v = require_tensor("v", v, "(..., n_k, d_v)")
+    _require_positive_int("block_size", block_size)
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), got shapes "
+            f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if window is not None:
+        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+            raise ValueError(f"window should be None or an int >= 0, got {window!r}")
+        if n_q != n_k:
+            raise ValueError(f"a local window needs n_q == n_k, got n_q={n_q} and n_k={n_k}")
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = q.new_empty((*batch, n_q, v.shape[-1]))
+    for q_start in range(0, n_q, block_size):
+        q_end = min(q_start + block_size, n_q)
+        q_block = q[..., q_start:q_end, :] * scale  # (..., block, d_k)
+        running_max = q.new_full((*batch, q_end - q_start, 1), float("-inf"))
+        running_sum = q.new_zeros((*batch, q_end - q_start, 1))
+        running_out = q.new_zeros((*batch, q_end - q_start, v.shape[-1]))
+        first_key, last_key = 0, n_k
+        if window is not None:  # start at the block holding key q_start - window
+            first_key = max(0, q_start - window) // block_size * block_size
+            last_key = min(n_k, q_end + window)
+        for k_start in range(first_key, last_key, block_size):
+            k_end = min(k_start + block_size, n_k)
+            scores = q_block @ k[..., k_start:k_end, :].transpose(-2, -1)  # (..., block, block)
+            if window is not None:
+                offset = (torch.arange(q_start, q_end)[:, None]
+                          - torch.arange(k_start, k_end)[None, :])
+                scores = scores.masked_fill(offset.abs() > window, float("-inf"))
+            running_max, running_sum, running_out = online_softmax_update(
+                running_max, running_sum, running_out, scores, v[..., k_start:k_end, :]
+            )
+        out[..., q_start:q_end, :] = running_out / running_sum
+    return out

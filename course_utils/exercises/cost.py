@@ -1,0 +1,164 @@
+"""Lesson 06 exercises: count a layer's FLOPs, and merge two partial softmax results."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from course_utils.attention import MultiHeadAttention
+from course_utils.cost import counted_flops, online_softmax_update
+from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+
+# (batch, seq_len, d_model, heads): batch > 1 first, so a forgotten batch shows at once.
+_CONFIGS = ((3, 24, 32, 4), (2, 40, 48, 6), (1, 96, 16, 2))
+
+
+def _layer_flops_reference(batch, seq_len, d_model, heads):
+    """Matrix-product FLOPs of one multi-head self-attention forward pass."""
+    d_k = d_model // heads
+    projections = 4 * 2 * batch * seq_len * d_model * d_model  # W_Q, W_K, W_V and W_O
+    scores = 2 * batch * heads * seq_len * seq_len * d_k  # q kᵀ in every head
+    weighted_sum = 2 * batch * heads * seq_len * seq_len * d_k  # weights @ v in every head
+    return projections + scores + weighted_sum
+
+
+def _measured_flops(batch, seq_len, d_model, heads) -> int:
+    """What FlopCounterMode counts on a real forward pass of the course's layer."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(d_model, heads)
+    with torch.no_grad():
+        return sum(counted_flops(layer, torch.randn(batch, seq_len, d_model)).values())
+
+
+def _check_layer_flops(answer):
+    for batch, n, d, h in _CONFIGS:
+        got = attempt(answer, batch, n, d, h)
+        if not isinstance(got, numbers.Real) or isinstance(got, bool):
+            raise Incorrect(f"return the FLOPs as a number, got {type(got).__name__}")
+        expected = _measured_flops(batch, n, d, h)
+        if got == expected:
+            continue
+        quadratic = 2 * batch * h * n * n * (d // h)  # one of q kᵀ or weights @ v
+        projection = 2 * batch * n * d * d  # one of the four projections
+        where = f"for batch={batch}, seq_len={n}, d_model={d}, heads={h}"
+        if math.isclose(2 * got, expected):
+            raise Incorrect(
+                f"{where} you count half of FlopCounterMode's {expected}: a multiply-add is "
+                "2 FLOPs, so (m, k) @ (k, p) costs 2·m·k·p"
+            )
+        if math.isclose(batch * got, expected):
+            raise Incorrect(f"{where} your count is 1/batch of the real one: multiply by batch")
+        if math.isclose(got + projection, expected):
+            raise Incorrect(
+                f"{where} you are one projection short (2·batch·n·d_model²): there are four, "
+                "W_Q, W_K, W_V and the output projection W_O"
+            )
+        if math.isclose(got + quadratic, expected):
+            raise Incorrect(
+                f"{where} you are missing 2·batch·heads·n²·d_k: weights @ V costs as much "
+                "as Q Kᵀ"
+            )
+        if math.isclose(got - 2 * (h - 1) * quadratic, expected):
+            raise Incorrect(
+                f"{where} your Q Kᵀ and weights @ V are heads times too big: each head "
+                "works in d_k = d_model / heads dimensions"
+            )
+        if got > expected and (got - expected) % (batch * h * n * n) == 0:
+            raise Incorrect(
+                f"{where} you count {got - expected} more than FlopCounterMode, a multiple of "
+                "batch·heads·n²: leave the softmax out, only matrix products are counted"
+            )
+        raise Incorrect(f"{where} you count {got} FLOPs; FlopCounterMode counts {expected}")
+
+
+layer_flops = Exercise(
+    title="count the FLOPs of one attention layer",
+    checker=_check_layer_flops,
+    reference=_layer_flops_reference,
+    hints=(
+        "Count the four projections (each (n, d_model) @ (d_model, d_model)), then Q Kᵀ and "
+        "weights @ V in every head (each (n, d_k) @ (d_k, n) or (n, n) @ (n, d_k)).",
+        "A product (m, k) @ (k, p) costs 2·m·k·p FLOPs; everything is done batch times; "
+        "d_k = d_model // heads.",
+    ),
+)
+
+
+def _merge_partials_reference(a, b):
+    """Merge two partial softmax states (max, sum, out) taken over two sets of keys.
+
+    max and sum are (..., n_q, 1), out is (..., n_q, d_v) and still unnormalised.
+    """
+    max_a, sum_a, out_a = a
+    max_b, sum_b, out_b = b
+    new_max = torch.maximum(max_a, max_b)
+    # Each part was summed relative to its own max: bring both to the common one.
+    scale_a = torch.exp(max_a - new_max)  # (..., n_q, 1), at most 1
+    scale_b = torch.exp(max_b - new_max)
+    return new_max, sum_a * scale_a + sum_b * scale_b, out_a * scale_a + out_b * scale_b
+
+
+def _partial(scores, values):
+    """The (max, sum, out) state of one set of keys, from the empty state."""
+    n_q, d_v = scores.shape[-2], values.shape[-1]
+    empty = (torch.full((*scores.shape[:-1], 1), float("-inf"), dtype=scores.dtype),
+             torch.zeros((*scores.shape[:-1], 1), dtype=scores.dtype),
+             torch.zeros((*scores.shape[:-2], n_q, d_v), dtype=scores.dtype))
+    return online_softmax_update(*empty, scores, values)
+
+
+def _close(x, y) -> bool:
+    return isinstance(x, torch.Tensor) and x.shape == y.shape and torch.allclose(x, y, atol=1e-5)
+
+
+def _check_merge_partials(answer):
+    generator = torch.Generator().manual_seed(6)
+    q = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)
+    k = torch.randn(2, 12, 8, generator=generator, dtype=torch.float64)
+    v = torch.randn(2, 12, 3, generator=generator, dtype=torch.float64)
+    k[:, 7:] *= 3  # the second part's scores are larger, so the two maxes really differ
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8)  # (2, 5, 12)
+    a = _partial(scores[..., :7], v[:, :7])
+    b = _partial(scores[..., 7:], v[:, 7:])
+    result = attempt(answer, a, b)
+    if not isinstance(result, tuple) or len(result) != 3:
+        raise Incorrect("return the merged state as a tuple of three tensors: (max, sum, out)")
+    want_max, want_sum, want_out = _merge_partials_reference(a, b)
+    got_max, got_sum, got_out = result
+    for name, got, want in (("max", got_max, want_max), ("sum", got_sum, want_sum),
+                            ("out", got_out, want_out)):
+        expect_shape(got, want.shape, f"the merged {name}")
+    if not _close(got_max, want_max):
+        raise Incorrect("the merged max should be the larger of the two, row by row: "
+                        "torch.maximum(max_a, max_b)")
+    if _close(got_out, want_out / want_sum):
+        raise Incorrect("out should stay unnormalised: divide by the sum once, at the very end")
+    for name, got, part_a, part_b in (("sum", got_sum, a[1], b[1]),
+                                      ("out", got_out, a[2], b[2])):
+        if _close(got, part_a + part_b):
+            raise Incorrect(
+                f"you added the two {name}s as they are, but each was taken relative to its "
+                f"own max: multiply {name}_a by exp(max_a - new_max), and b likewise, first"
+            )
+        grown = part_a * torch.exp(want_max - a[0]) + part_b * torch.exp(want_max - b[0])
+        if _close(got, grown):
+            raise Incorrect(
+                f"the rescaling of the {name}s runs the wrong way: the factor is "
+                "exp(old max - new max), which is at most 1"
+            )
+    expected = torch.softmax(scores, dim=-1) @ v  # (2, 5, 3): attention over all 12 keys
+    expect_close(got_out / got_sum, expected, "out / sum after your merge")
+
+
+merge_partials = Exercise(
+    title="merge two partial softmax results",
+    checker=_check_merge_partials,
+    reference=_merge_partials_reference,
+    hints=(
+        "The merged max is torch.maximum(max_a, max_b).",
+        "Part a's sum and out were computed with exp(score - max_a). To express them with "
+        "the new max, multiply both by exp(max_a - new_max); same for b; then add.",
+    ),
+)
