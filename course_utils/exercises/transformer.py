@@ -1,0 +1,218 @@
+"""Lesson 07 exercises: a pre-LN block's forward pass, a permutation-equivariance test, and
+the sinusoidal position table."""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.transformer import EncoderBlock, sinusoidal_positions
+
+
+def _pre_ln_block_reference(block, x):
+    """Pre-LN order: x + sublayer(norm(x)), first attention, then the FFN.
+
+    block has .self_attn, .ffn, .norm1, .norm2; x is (batch, seq_len, d_model).
+    """
+    attended, _ = block.self_attn(block.norm1(x))  # (batch, seq_len, d_model)
+    x = x + attended  # the residual stream itself is never normalised
+    return x + block.ffn(block.norm2(x))  # (batch, seq_len, d_model)
+
+
+def _test_block() -> tuple[EncoderBlock, torch.Tensor]:
+    """A block whose LayerNorms have non-trivial gains and shifts, so every misplaced norm shows."""
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        block = EncoderBlock(16, 2, 32, norm_first=True)
+        for norm in (block.norm1, block.norm2):
+            torch.nn.init.uniform_(norm.weight, 0.5, 2.0)
+            torch.nn.init.normal_(norm.bias)
+        x = 3 * torch.randn(2, 5, 16) + 1  # far from unit scale: normalising matters
+    return block, x
+
+
+def _check_pre_ln_block(answer):
+    block, x = _test_block()
+    with torch.no_grad():
+        got = attempt(answer, block, x.clone())
+        if isinstance(got, tuple):
+            raise Incorrect(
+                "return only the output tensor (batch, seq_len, d_model); block.self_attn "
+                "returns (output, weights), so unpack it: attended, _ = block.self_attn(...)"
+            )
+        expect_shape(got, x.shape, "the block's output")
+        n1, n2, ffn = block.norm1, block.norm2, block.ffn
+
+        def attn(h):
+            return block.self_attn(h)[0]
+
+        h = n1(x + attn(x))
+        post_ln = n2(h + ffn(h))
+        h = n1(x) + attn(n1(x))
+        normalised_residual = n2(h) + ffn(n2(h))
+        no_residual = ffn(n2(attn(n1(x))))
+        no_ffn = x + attn(n1(x))
+        h = x + attn(n2(x))
+        swapped_norms = h + ffn(n1(h))
+    known_mistakes = (
+        (post_ln, "this is the post-LN order, norm(x + sublayer(x)). Pre-LN normalises the "
+                  "sublayer's input instead: x + sublayer(norm(x))"),
+        (normalised_residual, "the residual adds the normalised x. Keep the original x for the "
+                              "residual: x + attn(norm1(x)); only the sublayer sees norm(x)"),
+        (no_residual, "there is no residual connection: add each sublayer's input back, "
+                      "x = x + sublayer(norm(x))"),
+        (no_ffn, "the output is the attention half only: the FFN sublayer, "
+                 "x + ffn(norm2(x)), is missing"),
+        (swapped_norms, "norm1 and norm2 are swapped: norm1 goes before attention, "
+                        "norm2 before the FFN"),
+    )
+    for wrong, reason in known_mistakes:
+        if torch.allclose(got, wrong, atol=1e-5):
+            raise Incorrect(reason)
+    expect_close(got, _pre_ln_block_reference(block, x), "the block's output")
+
+
+pre_ln_block = Exercise(
+    title="the pre-LN block's forward pass",
+    checker=_check_pre_ln_block,
+    reference=_pre_ln_block_reference,
+    hints=(
+        "Two sublayers, each as x = x + sublayer(norm(x)): attention with norm1, then the FFN "
+        "with norm2.",
+        "block.self_attn(h) returns (output, weights): keep the output only.",
+    ),
+)
+
+
+def _is_permutation_equivariant_reference(fn, x, perm):
+    """Does permuting the tokens of x permute fn's output the same way?
+
+    x is (batch, seq_len, d_model), perm a reordering of range(seq_len).
+    """
+    permuted_then_fn = fn(x[:, perm])  # (batch, seq_len, d_model)
+    fn_then_permuted = fn(x)[:, perm]
+    # allclose, not equal: the sums run in another order, so the last bits may differ.
+    return torch.allclose(permuted_then_fn, fn_then_permuted, atol=1e-5)
+
+
+def _verdict(answer, fn, x, perm) -> bool:
+    result = attempt(answer, fn, x.clone(), perm.clone())
+    if isinstance(result, torch.Tensor) and result.dtype == torch.bool and result.numel() == 1:
+        return bool(result)
+    if not isinstance(result, bool):
+        raise Incorrect(f"return True or False, got {type(result).__name__}")
+    return result
+
+
+def _check_is_permutation_equivariant(answer):
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        block = EncoderBlock(16, 2, 32).eval()
+        x = torch.randn(2, 6, 16)  # batch != seq_len: permuting the wrong axis fails loudly
+        perm = torch.tensor([4, 0, 5, 2, 1, 3])
+        positions = sinusoidal_positions(6, 16)
+    ramp = torch.arange(6.0)[:, None] * 1e-6  # (seq_len, 1)
+
+    def doubled(x):  # equivariant, and exactly so: no sums whose order could change
+        return 2 * x
+
+    def block_output(x):
+        return block(x)[0]
+
+    def block_output_with_rounding(x):  # equivariant up to a 5e-6 wobble, like float rounding
+        return block(x)[0] + ramp  # the same wobble on every CPU, unlike real rounding
+
+    def block_with_positions(x):
+        return block(x + positions)[0]
+
+    with torch.no_grad():
+        if not _verdict(answer, doubled, x, perm):
+            raise Incorrect(
+                "fn(x) = 2 * x is equivariant, but your function says no: compare "
+                "fn(x[:, perm]) with fn(x)[:, perm], the output permuted the same way"
+            )
+        for fn in (block_output, block_output_with_rounding):
+            if not _verdict(answer, fn, x, perm):
+                raise Incorrect(
+                    "a block without positions is equivariant, but your function says no: "
+                    "outputs computed in another order differ in the last bits, so compare "
+                    "them with torch.allclose(..., atol=1e-5), not exactly"
+                )
+        if _verdict(answer, block_with_positions, x, perm):
+            raise Incorrect(
+                "a block with position encodings added is not equivariant (the outputs "
+                "differ by far more than rounding), but your function says it is: compare "
+                "the values, with atol=1e-5"
+            )
+
+
+is_permutation_equivariant = Exercise(
+    title="test a function for permutation equivariance",
+    checker=_check_is_permutation_equivariant,
+    reference=_is_permutation_equivariant_reference,
+    hints=(
+        "Run fn twice: once on the permuted tokens x[:, perm], once on x and permute its "
+        "output with [:, perm]. Equivariant means the two agree.",
+        "Float sums in another order differ in the last bits: torch.allclose(a, b, atol=1e-5).",
+    ),
+)
+
+
+def _sinusoidal_reference(seq_len, d_model):
+    """(seq_len, d_model): column 2i is sin(pos / 10000^(2i/d_model)), column 2i+1 its cos."""
+    position = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (seq_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model / 2,)
+    angle = position / 10000 ** (two_i / d_model)  # (seq_len, d_model / 2)
+    table = torch.zeros(seq_len, d_model)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table
+
+
+def _check_sinusoidal(answer):
+    seq_len, d_model = 12, 16
+    got = attempt(answer, seq_len, d_model)
+    expect_shape(got, (seq_len, d_model), f"sinusoidal_positions({seq_len}, {d_model})")
+    got = got.float()
+    expected = sinusoidal_positions(seq_len, d_model)
+    if torch.allclose(got, expected, atol=1e-5):
+        return
+    if torch.allclose(got[:, 0::2], expected[:, 1::2], atol=1e-5):
+        raise Incorrect("sin and cos are swapped: even columns (0, 2, ...) hold the sines")
+    half = d_model // 2
+    if torch.allclose(got[:, :half], expected[:, 0::2], atol=1e-5):
+        raise Incorrect(
+            "the sines fill the first half and the cosines the second; interleave them "
+            "instead: table[:, 0::2] = sin, table[:, 1::2] = cos"
+        )
+    if torch.allclose(got[:-1], expected[1:], atol=1e-5):
+        raise Incorrect("your positions start at 1: the first row is position 0 (sin 0 = 0)")
+    if torch.allclose(got[:, 0::2], expected[:, 0::2], atol=1e-5):
+        raise Incorrect(
+            "the sine columns are right but the cosine columns are not: column 2i+1 uses the "
+            "same frequency as column 2i, 1 / 10000^(2i/d_model)"
+        )
+    if not torch.allclose(got[:, 0], expected[:, 0], atol=1e-5):
+        raise Incorrect(
+            "column 0 should be sin(pos), the fastest clock (frequency 1): check the angle "
+            "pos / 10000^(2i/d_model) at i = 0"
+        )
+    slowest = 1 / 10000 ** ((d_model - 2) / d_model)
+    raise Incorrect(
+        "the first column is right but the frequencies of the others are not: pair i turns "
+        f"at 1 / 10000^(2i/d_model), down to {slowest:.2g} for the last pair when "
+        f"d_model={d_model}; 2i runs over 0, 2, 4, ..., not over 0, 1, 2, ..."
+    )
+
+
+sinusoidal = Exercise(
+    title="the sinusoidal position table",
+    checker=_check_sinusoidal,
+    reference=_sinusoidal_reference,
+    hints=(
+        "Make an angle table (seq_len, d_model / 2): position / 10000^(2i/d_model), with "
+        "2i = torch.arange(0, d_model, 2).",
+        "Start from torch.zeros(seq_len, d_model) and fill table[:, 0::2] with the sines "
+        "and table[:, 1::2] with the cosines.",
+    ),
+)
