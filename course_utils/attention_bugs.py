@@ -1,0 +1,192 @@
+"""A gallery of broken attention implementations, each one bug away from ``correct_attention``.
+
+Every function has the signature of the course's attention functions: q ``(..., n_q, d_k)``,
+k ``(..., n_k, d_k)``, v ``(..., n_k, d_v)``, ``mask`` bool broadcastable to
+``(..., n_q, n_k)`` with True = may attend; it returns output ``(..., n_q, d_v)`` and
+weights ``(..., n_q, n_k)``. Lesson 08 prints their source: read them next to
+``correct_attention`` and spot the one line that differs. ``BUGS`` lists each with the probe
+of :func:`course_utils.diagnostics.diagnose` that catches it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils import diagnostics as probes
+
+
+def correct_attention(q, k, v, mask=None):
+    """Correct: softmax(q kᵀ / sqrt(d_k)) v, the mask filling blocked scores with -inf."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # before the softmax
+    weights = torch.softmax(scores, dim=-1)  # each query's row sums to 1 over the keys
+    return weights @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+
+
+def torch_attention(q, k, v, mask=None):
+    """torch's own ``F.scaled_dot_product_attention``, made to return the weights too.
+
+    torch returns only ``weights @ v``; with v = the identity matrix ``(n_k, n_k)`` the same
+    call returns ``weights @ I = weights``.
+    """
+    output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    n_k = k.shape[-2]
+    identity = torch.eye(n_k, dtype=q.dtype, device=q.device).expand(*k.shape[:-1], n_k)
+    weights = F.scaled_dot_product_attention(q, k, identity, attn_mask=mask)
+    return output, weights
+
+
+def softmax_over_wrong_dim(q, k, v, mask=None):
+    """Bug: the softmax runs over dim=-2 (the queries), so columns, not rows, sum to 1."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-2)  # BUG: should be dim=-1, over the keys
+    return weights @ v, weights
+
+
+def mask_after_softmax(q, k, v, mask=None):
+    """Bug: the mask zeroes weights after the softmax.
+
+    The rows no longer sum to 1, and the blocked keys were already in the softmax's
+    denominator, so the future still leaks into the output through it.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # BUG: too late, mask the scores instead
+    return weights @ v, weights
+
+
+def missing_scale(q, k, v, mask=None):
+    """Bug: no division by sqrt(d_k): score variance grows like d_k, softmax saturates."""
+    scores = q @ k.transpose(-2, -1)  # BUG: missing / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+class SharedWeightSelfAttention(nn.Module):
+    """Bug: one nn.Linear makes Q, K and V, so the scores are symmetric (lesson 02).
+
+    ``forward(x, mask=None)``: x ``(batch, seq_len, d_model)`` ->
+    output ``(batch, seq_len, d_k)``, weights ``(batch, seq_len, seq_len)``.
+    """
+
+    def __init__(self, d_model: int, d_k: int):
+        super().__init__()
+        self.d_model = d_model
+        self.w = nn.Linear(d_model, d_k)  # BUG: needs three: w_q, w_k, w_v
+
+    def forward(self, x, mask=None):
+        q = k = v = self.w(x)  # (batch, seq_len, d_k), three names for one tensor
+        return correct_attention(q, k, v, mask=mask)
+
+
+def mask_on_wrong_axis(q, k, v, mask=None):
+    """Bug: the mask is broadcast over the wrong axis: it blocks queries, not keys.
+
+    ``mask.transpose(-2, -1)`` turns a key padding mask ``(batch, 1, n_k)`` into
+    ``(batch, n_k, 1)``, exactly what ``pad[:, :, None]`` instead of ``pad[:, None, :]`` does.
+    In self-attention n_q == n_k, so it still broadcasts and nothing crashes: padded queries
+    are blocked while every real query keeps reading the padding.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        mask = mask.transpose(-2, -1)  # BUG: the keys' axis is the last one; leave it there
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def k_transposed_on_wrong_dims(q, k, v, mask=None):
+    """Bug: ``k.transpose(1, 2)`` counts axes from the front.
+
+    For (batch, seq_len, d_k) that happens to be right; for (batch, heads, seq_len, d_k)
+    it swaps heads and seq_len. ``k.transpose(-2, -1)`` is right for any number of axes.
+    """
+    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])  # BUG: should be (-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def inverted_padding_mask(q, k, v, mask=None):
+    """Bug: the mask is read as True = blocked, the opposite of the course's convention.
+
+    ``masked_fill(mask, ...)`` fills where the mask is True, i.e. at the keys that *may* be
+    attended; torch's ``nn.MultiheadAttention`` masks use True = blocked, F.sdpa and this
+    course use True = may attend.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))  # BUG: should be ~mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def float16_fill_overflow(q, k, v, mask=None):
+    """Bug: blocked scores are filled with -1e9, which float16 cannot hold (max 65504).
+
+    Fine in float32, but in float16 (mixed precision) ``masked_fill`` refuses the value.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)  # BUG: use float("-inf")
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def hand_written_softmax(q, k, v, mask=None):
+    """Bug: exp(s) / sum(exp(s)) without subtracting the row maximum overflows to inf/inf.
+
+    torch.softmax subtracts each row's maximum first, which changes nothing mathematically
+    and keeps exp() in range.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    exps = scores.exp()  # BUG: exp(89) is already inf in float32
+    weights = exps / exps.sum(dim=-1, keepdim=True)
+    return weights @ v, weights
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One gallery entry: what goes wrong, the implementation, and the probe that catches it.
+
+    ``implementation`` is a function, or for a module bug its class (build it with
+    :meth:`build`).
+    """
+
+    title: str
+    implementation: Callable
+    caught_by: str
+
+    def build(self, d_model: int = 16):
+        """The thing to diagnose: the function itself, or a module instance."""
+        if isinstance(self.implementation, type):
+            return self.implementation(d_model, d_model)
+        return self.implementation
+
+
+BUGS = (
+    Bug("softmax over the wrong dim", softmax_over_wrong_dim, probes.ROWS_SUM_TO_1),
+    Bug("mask applied after the softmax", mask_after_softmax, probes.ROWS_SUM_TO_1),
+    Bug("missing 1/sqrt(d_k) scale", missing_scale, probes.SCORE_SCALE),
+    Bug("one shared W for Q, K and V", SharedWeightSelfAttention, probes.SHARED_QKV),
+    Bug("mask broadcast over the wrong axis", mask_on_wrong_axis, probes.MASKED_WEIGHTS),
+    Bug("K transposed on the wrong dims", k_transposed_on_wrong_dims, probes.SHAPES),
+    Bug("inverted padding mask", inverted_padding_mask, probes.MASKED_WEIGHTS),
+    Bug("-1e9 fill in float16", float16_fill_overflow, probes.FLOAT16_MASKING),
+    Bug("hand-written softmax", hand_written_softmax, probes.NAN_INF),
+)
