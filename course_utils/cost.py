@@ -32,6 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from course_utils.checks import require_tensor
+from course_utils.notebook import one_thread
 
 PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_projection")
 # Elementwise operations per score in the softmax part: scale, subtract the row max, exp,
@@ -177,9 +178,8 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
         raise TypeError(f"calls should be a non-empty dict of name -> function, got {calls!r}")
     for call in calls.values():
         _require_callable("every value of calls", call)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    # time.thread_time() sees only this thread, so torch must not hand work to others.
+    with one_thread():
         loops = {}
         for name, call in calls.items():
             start = time.thread_time()
@@ -193,8 +193,6 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
                 for _ in range(loops[name]):
                     call()
                 samples[name].append((time.thread_time() - start) / loops[name])
-    finally:
-        torch.set_num_threads(threads)
     return {name: statistics.median(times) for name, times in samples.items()}
 
 

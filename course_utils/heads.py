@@ -10,7 +10,6 @@ A token may not attend to itself, so both digits have to be fetched by attention
 from __future__ import annotations
 
 import string
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -137,18 +136,6 @@ def head_roles(model: TwoRelationModel, batch: TwoRelationBatch) -> torch.Tensor
     return torch.stack([on_previous, on_partner], dim=-1)
 
 
-@contextmanager
-def _one_thread():
-    # The matrices here are tiny: handing them to a second thread costs more than it saves,
-    # and on a busy machine waiting threads slow training down many times over.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def train_two_relation_model(
     num_heads: int,
     d_model: int = 16,
@@ -168,18 +155,17 @@ def train_two_relation_model(
     model = TwoRelationModel(d_model, num_heads, seq_len=seq_len)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss(ignore_index=NO_TARGET)
-    with _one_thread():
-        for _ in range(steps):
-            batch = make_two_relation_batch(batch_size, seq_len, generator=data)
-            previous_logits, partner_logits, _ = model(batch.letters, batch.digits)
-            loss = loss_fn(previous_logits.flatten(0, 1), batch.previous_digit.flatten())
-            loss = loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        test_data = torch.Generator().manual_seed(10_000 + seed)
-        test = make_two_relation_batch(1000, seq_len, generator=test_data)
-        return model, two_relation_accuracy(model, test)
+    for _ in range(steps):
+        batch = make_two_relation_batch(batch_size, seq_len, generator=data)
+        previous_logits, partner_logits, _ = model(batch.letters, batch.digits)
+        loss = loss_fn(previous_logits.flatten(0, 1), batch.previous_digit.flatten())
+        loss = loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    test_data = torch.Generator().manual_seed(10_000 + seed)
+    test = make_two_relation_batch(1000, seq_len, generator=test_data)
+    return model, two_relation_accuracy(model, test)
 
 
 def heads_sweep(
