@@ -35,13 +35,13 @@ def _run(*command, **kwargs) -> None:
     subprocess.run([str(part) for part in command], check=True, **kwargs)
 
 
-def ensure_env(env: Path, requirement_files: list[str], constraints: str, editable: bool):
+def ensure_env(env: Path, requirement_files: list[str], constraints: str, editable: bool) -> Path:
     """Create ``env`` if needed and install what the files ask, unless already done."""
     inputs = [constraints, *requirement_files] + (["pyproject.toml"] if editable else [])
     digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in inputs)).hexdigest()
     stamp = env / ".course-installed"
     if stamp.exists() and stamp.read_text() == digest:
-        return
+        return env
     if not _bin(env, "python").exists():
         print(f"Creating {env.name} ...", flush=True)
         venv.create(env, with_pip=True)
@@ -53,6 +53,13 @@ def ensure_env(env: Path, requirement_files: list[str], constraints: str, editab
         args += ["-e", ROOT]
     _run(*pip, *args)
     stamp.write_text(digest)
+    return env
+
+
+def dev_env() -> Path:
+    """The one main environment, with the test tools, so that lab and test share it."""
+    return ensure_env(VENV, ["requirements.txt", "requirements-dev.txt"], "constraints-ci.txt",
+                      editable=True)
 
 
 def ensure_chromium() -> None:
@@ -68,20 +75,16 @@ def ensure_chromium() -> None:
               "the browser tests will be skipped (CI installs it).", flush=True)
 
 
-def main_env() -> Path:
-    ensure_env(VENV, ["requirements.txt"], "constraints-ci.txt", editable=True)
-    return VENV
-
-
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("help", [])
     os.chdir(ROOT)
     if command == "lab":
-        env = main_env()
-        os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *args])
+        env = dev_env()
+        # JupyterLab refuses to start as root (containers, cloud shells) unless told it may.
+        as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+        os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *as_root, *args])
     if command == "test":
-        ensure_env(VENV, ["requirements.txt", "requirements-dev.txt"], "constraints-ci.txt",
-                   editable=True)
+        dev_env()
         ensure_env(COLAB_VENV, ["requirements-colab.txt"], "constraints-colab.txt",
                    editable=False)
         ensure_chromium()
@@ -89,15 +92,13 @@ def main(argv: list[str]) -> int:
         _run(python, "-m", "ruff", "check", ".")
         return subprocess.run([python, "-m", "pytest", *args]).returncode
     if command == "execute":
-        ensure_env(VENV, ["requirements.txt", "requirements-dev.txt"], "constraints-ci.txt",
-                   editable=True)
+        dev_env()
         notebooks = args or sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
         return subprocess.run(
             [_bin(VENV, "python"), "-m", "tests.notebook_runner", *notebooks]
         ).returncode
     if command == "sync":
-        ensure_env(VENV, ["requirements.txt", "requirements-dev.txt"], "constraints-ci.txt",
-                   editable=True)
+        dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
     print(__doc__)
     return 0 if command in ("help", "-h", "--help") else 2
