@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from course_utils.checks import require_bool_mask, require_tensor
+from course_utils.checks import require_bool_mask, require_positive_int, require_tensor
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
@@ -107,8 +107,7 @@ def split_heads(x, num_heads: int):
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
-    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
-        raise ValueError(f"num_heads should be a positive int, got {num_heads!r}")
+    require_positive_int("num_heads", num_heads)
     if x.dim() != 3:
         raise ValueError(
             f"x should have shape (batch, seq_len, d_model), got shape {tuple(x.shape)}"
@@ -151,9 +150,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True):
         super().__init__()
-        for name, value in (("d_model", d_model), ("num_heads", num_heads)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} should be a positive int, got {value!r}")
+        require_positive_int("d_model", d_model)
+        require_positive_int("num_heads", num_heads)
         if d_model % num_heads:
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: "

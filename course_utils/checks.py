@@ -52,3 +52,12 @@ def require_bool_mask(mask, target_shape: torch.Size, notation: str) -> torch.Te
             "expand_padding_mask() first"
         )
     return mask
+
+
+def require_positive_int(name: str, value) -> int:
+    """Return ``value`` if it is an int >= 1 (a size: seq_len, d_model, heads, steps...)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} should be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} should be a positive int, got {value}")
+    return value

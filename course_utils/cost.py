@@ -31,19 +31,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_utils.checks import require_tensor
+from course_utils.checks import require_positive_int, require_tensor
 from course_utils.notebook import one_thread
 
 PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_projection")
 # Elementwise operations per score in the softmax part: scale, subtract the row max, exp,
 # add to the row sum, divide by it. A convention: it is tiny next to the matrix products.
 SOFTMAX_FLOPS_PER_SCORE = 5
-
-
-def _require_positive_int(name: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} should be a positive int, got {value!r}")
-    return value
 
 
 def _require_callable(name: str, fn) -> None:
@@ -55,7 +49,7 @@ def _require_layer(seq_len, d_model, heads, batch) -> int:
     """Check a layer configuration and return d_k."""
     for name, value in (("seq_len", seq_len), ("d_model", d_model), ("heads", heads),
                         ("batch", batch)):
-        _require_positive_int(name, value)
+        require_positive_int(name, value)
     if d_model % heads:
         raise ValueError(
             f"d_model={d_model} is not divisible by heads={heads}: "
@@ -110,7 +104,7 @@ def training_weights_bytes(batch: int, layers: int, heads: int, seq_len: int,
     """
     for name, value in (("batch", batch), ("layers", layers), ("heads", heads),
                         ("seq_len", seq_len)):
-        _require_positive_int(name, value)
+        require_positive_int(name, value)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
     return batch * layers * heads * seq_len * seq_len * (torch.finfo(dtype).bits // 8)
@@ -173,7 +167,7 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
     matter. The batches run round-robin, one of each function per repeat, so what remains
     of the machine's noise hits all of them alike and their ratios stay meaningful.
     """
-    _require_positive_int("repeats", repeats)
+    require_positive_int("repeats", repeats)
     if not isinstance(calls, dict) or not calls:
         raise TypeError(f"calls should be a non-empty dict of name -> function, got {calls!r}")
     for call in calls.values():
@@ -281,7 +275,7 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None)
     q = require_tensor("q", q, "(..., n_q, d_k)")
     k = require_tensor("k", k, "(..., n_k, d_k)")
     v = require_tensor("v", v, "(..., n_k, d_v)")
-    _require_positive_int("block_size", block_size)
+    require_positive_int("block_size", block_size)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), got shapes "

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention
+from course_utils.checks import require_positive_int
 
 # Target for "previous digit" at position 0, which has no previous token; the loss skips it.
 NO_TARGET = -100
@@ -46,8 +47,7 @@ def make_two_relation_batch(
     """Random sequences of the two-relation task; ``seq_len // 2`` letters appear twice each."""
     if not isinstance(seq_len, int) or seq_len < 4 or seq_len % 2 or seq_len > 52:
         raise ValueError(f"seq_len should be an even int from 4 to 52, got {seq_len!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size should be a positive int, got {batch_size!r}")
+    require_positive_int("batch_size", batch_size)
     if not isinstance(num_digits, int) or num_digits < 2:
         raise ValueError(f"num_digits should be an int >= 2, got {num_digits!r}")
     # Each row is a random shuffle of the letters 0, 0, 1, 1, ..., seq_len/2 - 1 twice over.

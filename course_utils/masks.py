@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.checks import require_bool_mask, require_tensor
+from course_utils.checks import require_bool_mask, require_positive_int, require_tensor
 
 
 def causal_mask(n: int, device=None) -> torch.Tensor:
     """Bool ``(n, n)``: True on and below the diagonal, so query i sees keys 0..i."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"causal_mask(n) needs a sequence length n >= 1, got {n!r}")
+    require_positive_int("n (the sequence length)", n)
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_utils.checks import require_positive_int
+
 
 @dataclass(frozen=True)
 class RecallTask:
@@ -66,8 +68,7 @@ class RecallTask:
             tokens ``(batch, seq_len)`` long, targets ``(batch,)`` long (the flagged
             symbol) and distances ``(batch,)`` long.
         """
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size should be an int >= 1, got {batch_size!r}")
+        require_positive_int("batch_size", batch_size)
         seq_len = self.max_len if seq_len is None else seq_len
         if not isinstance(seq_len, int) or not 2 <= seq_len <= self.max_len:
             raise ValueError(f"seq_len should be an int in 2..{self.max_len}, got {seq_len!r}")
@@ -132,8 +133,7 @@ def train(model: nn.Module, task: RecallTask, steps: int, batch_size: int = 64,
     distance, so one run trains every distance at once. Gradients are clipped to
     ``max_grad_norm``, the usual guard for recurrent networks.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps should be an int >= 1, got {steps!r}")
+    require_positive_int("steps", steps)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     log_lengths = (math.log(2), math.log(task.max_len + 1))
     model.train()

@@ -19,23 +19,15 @@ import torch
 from torch import nn
 
 from course_utils.attention import scaled_dot_product_attention
-from course_utils.checks import require_tensor
+from course_utils.checks import require_positive_int, require_tensor
 
 SCALE_RULES = ("none", "sqrt", "linear")
 SCALE_LABELS = {"none": "no scaling (× 1)", "sqrt": "× 1/√d_k", "linear": "× 1/d_k"}
 
 
-def _require_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} should be a positive int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} should be a positive int, got {value}")
-    return value
-
-
 def scale_factor(d_k: int, rule: str) -> float:
     """The factor the raw scores ``q·k`` are multiplied by under ``rule``."""
-    d_k = _require_positive_int("d_k", d_k)
+    d_k = require_positive_int("d_k", d_k)
     if rule == "none":
         return 1.0
     if rule == "sqrt":
@@ -51,8 +43,8 @@ def dot_products(d_k: int, n_pairs: int = 10_000, scale: float = 1.0, seed: int 
 
     Returns a tensor ``(n_pairs,)``.
     """
-    d_k = _require_positive_int("d_k", d_k)
-    n_pairs = _require_positive_int("n_pairs", n_pairs)
+    d_k = require_positive_int("d_k", d_k)
+    n_pairs = require_positive_int("n_pairs", n_pairs)
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(n_pairs, d_k, generator=generator)  # (n_pairs, d_k)
     k = torch.randn(n_pairs, d_k, generator=generator)  # (n_pairs, d_k)
@@ -99,9 +91,9 @@ def random_rows(d_k: int, n_rows: int = 1000, n_keys: int = 16, seed: int = 0):
     ``(n_rows, 1, n_keys)``: a stand-in for ∂L/∂weights, which in a real model is
     whatever the loss sends back through ``weights @ v``.
     """
-    d_k = _require_positive_int("d_k", d_k)
-    n_rows = _require_positive_int("n_rows", n_rows)
-    n_keys = _require_positive_int("n_keys", n_keys)
+    d_k = require_positive_int("d_k", d_k)
+    n_rows = require_positive_int("n_rows", n_rows)
+    n_keys = require_positive_int("n_keys", n_keys)
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(n_rows, 1, d_k, generator=generator)
     k = torch.randn(n_rows, n_keys, d_k, generator=generator)
@@ -236,8 +228,8 @@ def train_recall(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
     The same seed gives both settings the same task, initial weights and batches, so
     the only difference between two runs is the scaling.
     """
-    d_k = _require_positive_int("d_k", d_k)
-    steps = _require_positive_int("steps", steps)
+    d_k = require_positive_int("d_k", d_k)
+    steps = require_positive_int("steps", steps)
     task = KeyValueRecallTask(seed=seed)
     torch.manual_seed(seed)
     model = RecallModel(task.d_model, d_k, task.n_values, scaled)

@@ -18,15 +18,9 @@ import torch
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention
-from course_utils.checks import require_tensor
+from course_utils.checks import require_positive_int, require_tensor
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
-
-
-def _require_positive_int(name: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} should be a positive int, got {value!r}")
-    return value
 
 
 class FeedForward(nn.Module):
@@ -42,8 +36,8 @@ class FeedForward(nn.Module):
             raise ValueError(
                 f"activation should be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
             )
-        self.linear1 = nn.Linear(_require_positive_int("d_model", d_model),
-                                 _require_positive_int("d_ff", d_ff))
+        self.linear1 = nn.Linear(require_positive_int("d_model", d_model),
+                                 require_positive_int("d_ff", d_ff))
         self.activation = _ACTIVATIONS[activation]()
         self.linear2 = nn.Linear(d_ff, d_model)
 
@@ -146,8 +140,8 @@ def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
     Row ``pos``, columns ``2i`` and ``2i+1`` hold ``sin(pos / 10000^(2i/d_model))`` and
     ``cos(pos / 10000^(2i/d_model))``: each pair of columns is a clock at its own speed.
     """
-    _require_positive_int("seq_len", seq_len)
-    _require_positive_int("d_model", d_model)
+    require_positive_int("seq_len", seq_len)
+    require_positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model should be even (sin/cos pairs), got {d_model}")
     position = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (seq_len, 1)
@@ -177,9 +171,9 @@ class TinyTransformer(nn.Module):
                  depth: int = 1, d_ff: int | None = None, norm_first: bool = False,
                  residual: bool = True, layer_norm: bool = True):
         super().__init__()
-        self.seq_len = _require_positive_int("seq_len", seq_len)
-        self.vocab_size = _require_positive_int("vocab_size", vocab_size)
-        _require_positive_int("depth", depth)
+        self.seq_len = require_positive_int("seq_len", seq_len)
+        self.vocab_size = require_positive_int("vocab_size", vocab_size)
+        require_positive_int("depth", depth)
         d_ff = 2 * d_model if d_ff is None else d_ff
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(seq_len, d_model)

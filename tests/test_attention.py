@@ -163,7 +163,7 @@ q8, k8, v8 = random_qkv((2,), 4, 5, 8, 3, torch.float32)
             2, 1, 5, 8), v8[:1]), ValueError, ["do not broadcast"]),
         (lambda: SelfAttention(8, 4, 4)(torch.randn(2, 4, 6)), ValueError,
          ["d_model=8", "(2, 4, 6)"]),
-        (lambda: causal_mask(0), ValueError, ["n >= 1"]),
+        (lambda: causal_mask(0), ValueError, ["sequence length", "positive int", "got 0"]),
         (lambda: padding_mask([2.5, 1.0]), ValueError, ["integer"]),
         (lambda: padding_mask([2, 5], max_len=3), ValueError, ["max_len=3", "5"]),
         (lambda: expand_padding_mask(torch.ones(2, 3)), ValueError, ["(batch, n_k)", "float32"]),

@@ -114,7 +114,7 @@ def test_training_weights_bytes_is_what_autograd_saves():
     [
         (lambda: attention_flops(512, 768, 5), ValueError, "not divisible by heads=5"),
         (lambda: attention_flops(0, 768, 12), ValueError, "seq_len should be a positive int"),
-        (lambda: attention_flops(512.0, 768, 12), ValueError, "got 512.0"),
+        (lambda: attention_flops(512.0, 768, 12), TypeError, "got float 512.0"),
         (lambda: attention_bytes(8, 8, 2, dtype=torch.int32), TypeError, "floating-point"),
         (lambda: training_weights_bytes(1, 0, 2, 8), ValueError, "layers should be"),
         (lambda: fitted_exponent([4], [16]), ValueError, "at least two"),

@@ -160,7 +160,7 @@ def test_merge_heads_undoes_split_heads():
     [
         (lambda: MultiHeadAttention(10, 4), ValueError, ["d_model=10", "num_heads=4"]),
         (lambda: MultiHeadAttention(8, 0), ValueError, ["num_heads", "0"]),
-        (lambda: MultiHeadAttention(8.0, 2), ValueError, ["d_model", "8.0"]),
+        (lambda: MultiHeadAttention(8.0, 2), TypeError, ["d_model", "float 8.0"]),
         (lambda: split_heads(torch.randn(2, 3, 10), 4), ValueError, ["d_model=10", "num_heads=4"]),
         (lambda: split_heads(torch.randn(3, 10), 2), ValueError, ["(batch, seq_len, d_model)"]),
         (lambda: merge_heads(torch.randn(2, 3, 4)), ValueError, ["(batch, heads, seq_len, d_k)"]),

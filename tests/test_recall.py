@@ -134,5 +134,5 @@ def test_training_teaches_attention_the_task_and_accuracy_sweeps_distances():
 
 def test_train_rejects_a_bad_step_count():
     task = RecallTask(num_symbols=4, max_len=8)
-    with pytest.raises(ValueError, match="steps should be an int >= 1"):
+    with pytest.raises(ValueError, match="steps should be a positive int, got 0"):
         train(AttentionReader(task.vocab_size, 4, d_model=4), task, steps=0)

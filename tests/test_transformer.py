@@ -171,9 +171,10 @@ def test_sinusoidal_positions_follow_the_formula():
     assert distances.min() > 0.1
 
 
-@pytest.mark.parametrize("args", [(0, 8), (4, 7), (4, 0), (4.0, 8)])
-def test_sinusoidal_positions_reject_bad_sizes(args):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(("args", "error"), [((0, 8), ValueError), ((4, 7), ValueError),
+                                             ((4, 0), ValueError), ((4.0, 8), TypeError)])
+def test_sinusoidal_positions_reject_bad_sizes(args, error):
+    with pytest.raises(error):
         sinusoidal_positions(*args)
 
 
