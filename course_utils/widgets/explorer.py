@@ -27,6 +27,7 @@ from matplotlib.patches import Rectangle
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.masks import causal_mask
+from course_utils.scaling import row_entropy
 
 # ---------------------------------------------------------------------------------------
 # Logic
@@ -178,7 +179,7 @@ class ExplorerState:
     @property
     def entropy(self) -> float:
         """Entropy of the row in nats: log(n) when uniform, 0 when one-hot."""
-        return sum(-w * math.log(w) for w in self.weights if w > 0)  # 0.0, never -0.0
+        return float(row_entropy(torch.tensor([self.weights]))[0]) + 0.0  # + 0.0: never -0.0
 
 
 def explorer_state(example: AttentionExample, query: int | str | None = None,
