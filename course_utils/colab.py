@@ -51,4 +51,5 @@ if importlib.util.find_spec("course_utils") is None and (
 ):
     source = os.environ.get("{SOURCE_VARIABLE}", "{install_source()}")
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
-    subprocess.run([*pip, source], check=True)'''
+    subprocess.run([*pip, source], check=True)
+    importlib.invalidate_caches()  # so this running kernel sees the new package'''
