@@ -25,8 +25,9 @@ from course_utils.cost import (
     saved_for_backward,
     training_weights_bytes,
 )
-from course_utils.exercises import CORRECT, INCORRECT
+from course_utils.exercises import CORRECT
 from course_utils.exercises.cost import layer_flops, merge_partials
+from tests.exercise_checks import assert_incorrect
 
 
 @pytest.fixture
@@ -297,9 +298,7 @@ def _with(change):
     ids=["MACs", "batch", "W_O", "AV", "heads", "softmax", "off by one", "not a number"],
 )
 def test_layer_flops_catches_typical_mistakes(answer, words):
-    verdict = layer_flops.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert words in verdict.message
+    assert_incorrect(layer_flops, answer, words)
 
 
 def test_merge_partials_reference_passes_and_merges_online_states():
@@ -349,6 +348,4 @@ def _merge_only_the_sum_rescaled(a, b):
     ids=["no rescaling", "normalised", "wrong way", "first max", "out not rescaled", "not a tuple"],
 )
 def test_merge_partials_catches_typical_mistakes(answer, words):
-    verdict = merge_partials.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert words in verdict.message
+    assert_incorrect(merge_partials, answer, words)

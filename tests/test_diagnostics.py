@@ -16,7 +16,7 @@ from course_utils.attention_bugs import (
     correct_attention,
     torch_attention,
 )
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED
+from course_utils.exercises import CORRECT, NOT_ATTEMPTED
 from course_utils.exercises.debugging import (
     buggy_encoder_attention,
     buggy_half_precision_attention,
@@ -24,6 +24,7 @@ from course_utils.exercises.debugging import (
     fix_half_precision_attention,
 )
 from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
+from tests.exercise_checks import assert_incorrect
 
 CORRECT_FUNCTIONS = [correct_attention, torch_attention, scaled_dot_product_attention]
 
@@ -239,9 +240,7 @@ def _forgot_the_scale(q, k, v, mask=None):
     (fix_half_precision_attention, _transpose_still_wrong, "k.transpose(-2, -1)"),
 ])
 def test_typical_wrong_answers_get_the_intended_message(exercise, answer, expected):
-    verdict = exercise.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert expected in verdict.message, verdict.message
+    assert_incorrect(exercise, answer, expected)
 
 
 def test_a_silent_wrong_output_is_caught_after_the_probes():
@@ -249,5 +248,4 @@ def test_a_silent_wrong_output_is_caught_after_the_probes():
         output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         return output / 2, weights
 
-    verdict = fix_encoder_attention.evaluate(half_the_output)
-    assert verdict.status == INCORRECT and "output = weights @ v" in verdict.message
+    assert_incorrect(fix_encoder_attention, half_the_output, "output = weights @ v")

@@ -9,6 +9,7 @@ import torch
 
 from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED, Exercise, Incorrect, attempt
 from course_utils.exercises.qkv import attention_from_qkv, project_qkv
+from tests.exercise_checks import assert_incorrect
 
 
 def _double_checker(answer):
@@ -76,8 +77,7 @@ def test_reference_solutions_pass(exercise):
     ids=["shared W", "swapped", "transposed", "one tensor"],
 )
 def test_project_qkv_catches_typical_mistakes(answer, words):
-    verdict = project_qkv.evaluate(answer)
-    assert verdict.status == INCORRECT and words in verdict.message, verdict
+    assert_incorrect(project_qkv, answer, words)
 
 
 def _softmax_wrong_dim(q, k, v):
@@ -106,5 +106,4 @@ def _transposed_weights(q, k, v):
     ids=["softmax dim", "no scale", "weights.T @ v", "scores only"],
 )
 def test_attention_from_qkv_catches_typical_mistakes(answer, words):
-    verdict = attention_from_qkv.evaluate(answer)
-    assert verdict.status == INCORRECT and words in verdict.message, verdict
+    assert_incorrect(attention_from_qkv, answer, words)

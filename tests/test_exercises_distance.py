@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED
+from course_utils.exercises import CORRECT, NOT_ATTEMPTED
 from course_utils.exercises.distance import cnn_path_lengths, gradient_through_linear_rnn
+from tests.exercise_checks import assert_incorrect
 
 
 def distance_matrix(n):
@@ -42,9 +43,7 @@ def test_cnn_reference_matches_a_direct_count_of_layers():
     (lambda n, w: distance_matrix(n).tril(), "should be symmetric"),
 ])
 def test_cnn_path_lengths_names_typical_mistakes(answer, message):
-    verdict = cnn_path_lengths.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert message in verdict.message
+    assert_incorrect(cnn_path_lengths, answer, message)
 
 
 def test_cnn_path_lengths_accepts_float_answers():
@@ -84,6 +83,4 @@ def test_gradient_reference_matches_autograd_through_a_linear_rnn():
     (lambda w, max_k: [1.0] * (max_k + 1), "should be a torch.Tensor, got list"),
 ])
 def test_gradient_through_linear_rnn_names_typical_mistakes(answer, message):
-    verdict = gradient_through_linear_rnn.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert message in verdict.message
+    assert_incorrect(gradient_through_linear_rnn, answer, message)

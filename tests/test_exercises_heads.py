@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from course_utils import attention
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED
+from course_utils.exercises import CORRECT, NOT_ATTEMPTED
 from course_utils.exercises.heads import merge_heads, split_heads
+from tests.exercise_checks import assert_incorrect
 
 
 def stub(*args):
@@ -63,9 +64,7 @@ SPLIT_WRONG = {
 @pytest.mark.parametrize("name", SPLIT_WRONG)
 def test_split_heads_catches_typical_mistakes(name):
     answer, words = SPLIT_WRONG[name]
-    verdict = split_heads.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert words in verdict.message, verdict.message
+    assert_incorrect(split_heads, answer, words)
 
 
 MERGE_WRONG = {
@@ -89,6 +88,4 @@ MERGE_WRONG = {
 @pytest.mark.parametrize("name", MERGE_WRONG)
 def test_merge_heads_catches_typical_mistakes(name):
     answer, words = MERGE_WRONG[name]
-    verdict = merge_heads.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert words in verdict.message, verdict.message
+    assert_incorrect(merge_heads, answer, words)

@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED
+from course_utils.exercises import CORRECT, NOT_ATTEMPTED
 from course_utils.exercises.masks import build_combined_mask, fix_the_mask_bug
 from course_utils.masks import causal_mask, padding_mask
+from tests.exercise_checks import assert_incorrect
 
 
 def stub(*args):
@@ -91,9 +92,7 @@ COMBINED_WRONG = {
 @pytest.mark.parametrize("name", COMBINED_WRONG)
 def test_combined_mask_wrong_answers_get_their_message(name):
     answer, words = COMBINED_WRONG[name]
-    verdict = build_combined_mask.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert words in verdict.message, verdict.message
+    assert_incorrect(build_combined_mask, answer, words)
 
 
 def _causal_attention(q, k, v, *, diagonal=1, after_softmax=False, scale=True, flip=False):
@@ -136,9 +135,7 @@ CAUSAL_WRONG = {
 @pytest.mark.parametrize("name", CAUSAL_WRONG)
 def test_causal_attention_wrong_answers_get_their_message(name):
     answer, words = CAUSAL_WRONG[name]
-    verdict = fix_the_mask_bug.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert words in verdict.message, verdict.message
+    assert_incorrect(fix_the_mask_bug, answer, words)
 
 
 def test_causal_attention_reference_matches_torch():

@@ -15,9 +15,10 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from course_utils import scaling  # noqa: E402
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED  # noqa: E402
+from course_utils.exercises import CORRECT, NOT_ATTEMPTED  # noqa: E402
 from course_utils.exercises import scaling as exercises  # noqa: E402
 from course_utils.widgets import scaling as widget  # noqa: E402
+from tests.exercise_checks import assert_incorrect
 
 
 # ------------------------------------------------------------------ scale factor
@@ -268,8 +269,7 @@ def _uniform_in_place_of_normal(d_k, n_pairs=20_000):
     (_uniform_in_place_of_normal, "draw q and k from N(0, 1)"),
 ])
 def test_measure_variance_catches_typical_mistakes(answer, message):
-    verdict = exercises.measure_variance.evaluate(answer)
-    assert verdict.status == INCORRECT and message in verdict.message, verdict.message
+    assert_incorrect(exercises.measure_variance, answer, message)
 
 
 @pytest.mark.parametrize("answer, message", [
@@ -280,8 +280,7 @@ def test_measure_variance_catches_typical_mistakes(answer, message):
     (lambda w: -(w * torch.log(w.clamp_min(1e-30))).mean(-1), "values are off"),
 ])
 def test_entropy_catches_typical_mistakes(answer, message):
-    verdict = exercises.entropy_of_rows.evaluate(answer)
-    assert verdict.status == INCORRECT and message in verdict.message, verdict.message
+    assert_incorrect(exercises.entropy_of_rows, answer, message)
 
 
 @pytest.mark.parametrize("answer, message", [
@@ -291,8 +290,7 @@ def test_entropy_catches_typical_mistakes(answer, message):
     (lambda p: torch.diag_embed(p) - p.unsqueeze(-2) * p.unsqueeze(-2), "values are off"),
 ])
 def test_jacobian_catches_typical_mistakes(answer, message):
-    verdict = exercises.jacobian_of_softmax.evaluate(answer)
-    assert verdict.status == INCORRECT and message in verdict.message, verdict.message
+    assert_incorrect(exercises.jacobian_of_softmax, answer, message)
 
 
 # ------------------------------------------------------------------ figures

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED
+from course_utils.exercises import CORRECT, NOT_ATTEMPTED
 from course_utils.exercises.transformer import (
     is_permutation_equivariant,
     pre_ln_block,
@@ -22,6 +22,7 @@ from course_utils.transformer import (
     TinyTransformer,
     sinusoidal_positions,
 )
+from tests.exercise_checks import assert_incorrect
 
 D_MODEL, HEADS, D_FF, SEQ_LEN = 12, 3, 24, 5
 
@@ -251,9 +252,7 @@ PRE_LN_WRONG = {
 @pytest.mark.parametrize("name", PRE_LN_WRONG)
 def test_pre_ln_block_catches_typical_mistakes(name):
     answer, message = PRE_LN_WRONG[name]
-    verdict = pre_ln_block.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert message in verdict.message
+    assert_incorrect(pre_ln_block, answer, message)
 
 
 EQUIVARIANCE_WRONG = {
@@ -279,9 +278,7 @@ EQUIVARIANCE_WRONG = {
 @pytest.mark.parametrize("name", EQUIVARIANCE_WRONG)
 def test_equivariance_test_catches_typical_mistakes(name):
     answer, message = EQUIVARIANCE_WRONG[name]
-    verdict = is_permutation_equivariant.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert message in verdict.message
+    assert_incorrect(is_permutation_equivariant, answer, message)
 
 
 def _table(seq_len, d_model, first, second, exponent_step=2, start=0):
@@ -320,9 +317,7 @@ SINUSOIDAL_WRONG = {
 @pytest.mark.parametrize("name", SINUSOIDAL_WRONG)
 def test_sinusoidal_catches_typical_mistakes(name):
     answer, message = SINUSOIDAL_WRONG[name]
-    verdict = sinusoidal.evaluate(answer)
-    assert verdict.status == INCORRECT
-    assert message in verdict.message
+    assert_incorrect(sinusoidal, answer, message)
 
 
 def test_from_torch_keeps_dtype_and_refuses_layers_without_bias():
