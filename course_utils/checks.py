@@ -173,7 +173,7 @@ def require_positive_number(name: str, value) -> float:
             f"{name} should be a positive number, got {_describe(value)}"
         )
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} should be a finite number > 0, got {value!r}")
+        raise ValueError(f"{name} should be a positive number (finite, > 0), got {value!r}")
     return value
 
 
