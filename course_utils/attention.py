@@ -8,6 +8,7 @@ of ``torch.nn.functional.scaled_dot_product_attention``.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -34,8 +35,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
         mask: optional bool, True = may attend: ``(n_q, n_k)`` shared by the batch, or
             one axis per axis of the scores ``(..., n_q, n_k)`` (size 1 where shared), e.g.
             ``(batch, 1, n_k)`` for a padding mask; see ``checks.require_bool_mask``.
-        scale: a finite real factor applied to the scores; ``None`` means ``1/sqrt(d_k)``,
-            ``1.0`` turns scaling off.
+        scale: a finite real factor (or a 0-dim float tensor) applied to the scores;
+            ``None`` means ``1/sqrt(d_k)``, ``1.0`` turns scaling off.
 
     Returns:
         output ``(..., n_q, d_v)`` and weights ``(..., n_q, n_k)``.
@@ -70,8 +71,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
         mask = require_bool_mask(mask, scores_shape, "(..., n_q, n_k)")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale should be a real number or None, got {type(scale).__name__}")
+    elif isinstance(scale, torch.Tensor) and scale.dim() == 0 and scale.is_floating_point():
+        require_same_device(q=q, scale=scale)  # e.g. a learned temperature
+    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale should be a real number (or None for 1/sqrt(d_k)), "
+                        f"got {type(scale).__name__}")
     elif not math.isfinite(scale):
         raise ValueError(f"scale should be a finite number, got {scale}")
 

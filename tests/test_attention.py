@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -32,7 +33,8 @@ def key_mask(lengths, n_k):
 
 def assert_matches_torch(q, k, v, mask=None, scale=None):
     ours, _ = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
-    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    reference = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, scale=None if scale is None else float(scale))
     atol = TOLERANCE[q.dtype]
     assert torch.allclose(ours, reference, atol=atol, rtol=0), (ours - reference).abs().max()
 
@@ -176,8 +178,13 @@ def test_float64_modules_take_float64_inputs():
 
 def test_valid_scales_are_ints_and_floats_including_negative():
     q, k, v = random_qkv((2,), 4, 5, 8, 3, torch.float64)
-    for scale in (2, 0.5, -1.0, 0):
+    for scale in (2, 0.5, -1.0, 0, np.float32(0.5)):
         assert_matches_torch(q, k, v, scale=scale)
+    temperature = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    output, _ = scaled_dot_product_attention(q, k, v, scale=temperature)
+    assert torch.allclose(output, scaled_dot_product_attention(q, k, v, scale=0.5)[0])
+    output.sum().backward()
+    assert temperature.grad is not None
 
 
 q8, k8, v8 = random_qkv((2,), 4, 5, 8, 3, torch.float32)
@@ -221,6 +228,8 @@ BAD_INPUTS = [
                  ("mask", "one device", "q on cpu", "mask on meta"), id="sdpa: mask on meta"),
     pytest.param(scaled_dot_product_attention, (q8, k8, v8), {"scale": "0.5"}, TypeError,
                  ("scale", "real number", "str"), id="sdpa: scale a str"),
+    pytest.param(scaled_dot_product_attention, (q8, k8, v8), {"scale": torch.ones(2)},
+                 TypeError, ("scale", "real number", "Tensor"), id="sdpa: scale a vector"),
     pytest.param(scaled_dot_product_attention, (q8, k8, v8), {"scale": float("nan")},
                  ValueError, ("scale", "finite", "nan"), id="sdpa: scale nan"),
     pytest.param(SelfAttention, (0, 4, 4), {}, ValueError,
