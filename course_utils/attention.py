@@ -128,7 +128,6 @@ def split_heads(x, num_heads: int):
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
-    require_positive_int("num_heads", num_heads)
     if x.dim() != 3:
         raise ValueError(
             f"x should have shape (batch, seq_len, d_model), got shape {tuple(x.shape)}"

@@ -177,6 +177,25 @@ def require_positive_number(name: str, value) -> float:
     return value
 
 
+def require_seed(name: str, value) -> int:
+    """Return ``value`` if it is an int seed that Python, NumPy and torch all accept."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} should be an int from 0 to 2**32 - 1, got {_describe(value)}")
+    if not 0 <= value < 2**32:
+        raise ValueError(f"{name} should be an int from 0 to 2**32 - 1, got {value}")
+    return value
+
+
+def require_generator(name: str, value) -> torch.Generator | None:
+    """Return ``value`` if it is a ``torch.Generator`` or None (then the global one is used)."""
+    if value is not None and not isinstance(value, torch.Generator):
+        raise TypeError(
+            f"{name} should be a torch.Generator (e.g. torch.Generator().manual_seed(0)) "
+            f"or None, got {_describe(value)}"
+        )
+    return value
+
+
 def require_divisible(d_model, num_heads, num_heads_name: str = "num_heads") -> int:
     """Check that ``d_model`` splits into ``num_heads`` equal heads; return ``d_k``.
 
