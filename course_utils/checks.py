@@ -48,9 +48,10 @@ def require_tensor(name: str, value, notation: str) -> torch.Tensor:
 
 
 def _padding_hint(target_rank: int) -> str:
-    axes = ", ".join(["None"] * (target_rank - 2))
-    return (f"a padding mask (batch, n_k) must first get its query axis"
-            f"{' and heads axis' if target_rank > 3 else ''}: mask[:, {axes}, :]")
+    """How a key padding mask looks for scores of ``target_rank`` dims (at least 3)."""
+    ones, nones = ", 1" * (target_rank - 2), "None, " * (target_rank - 2)
+    return (f"for these scores a padding mask is (batch{ones}, n_k); from (batch, n_k) that is "
+            f"mask[:, {nones}:]")
 
 
 def require_bool_mask(mask, target_shape: torch.Size, notation: str) -> torch.Tensor:
