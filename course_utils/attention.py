@@ -116,6 +116,7 @@ class SelfAttention(nn.Module):
                 f"got shape {tuple(x.shape)}"
             )
         require_matches_module("x", x, self)
+        require_same_device(x=x, mask=mask)
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)  # (batch, seq_len, d_k or d_v)
         return scaled_dot_product_attention(q, k, v, mask=mask)
 
