@@ -170,12 +170,12 @@ def accuracy_by_distance(model: nn.Module, task: DistanceTask, distances: Sequen
     at each distance; returns a float tensor ``(len(distances),)``."""
     require_positive_int("samples", samples)
     model.eval()
-    accuracies = []
-    for distance in distances:
-        tokens, targets, _ = task.batch(samples, distance=int(distance), generator=generator)
-        predictions = model(tokens).argmax(dim=-1)  # (samples,)
-        accuracies.append((predictions == targets).float().mean())
-    return torch.stack(accuracies)
+    batches = [task.batch(samples, distance=int(distance), generator=generator)
+               for distance in distances]
+    tokens = torch.cat([tokens for tokens, _, _ in batches])  # (len(distances) * samples, max_len)
+    targets = torch.cat([targets for _, targets, _ in batches])
+    right = model(tokens).argmax(dim=-1) == targets  # one forward pass for every distance
+    return right.view(len(batches), samples).float().mean(dim=1)
 
 
 def learning_curve(build: Callable[[], nn.Module], task: DistanceTask, budgets: Sequence[int],
