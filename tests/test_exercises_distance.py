@@ -11,15 +11,6 @@ from course_utils.exercises.distance import cnn_path_lengths, gradient_through_l
 from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, Mutations
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
 def distance_matrix(n):
     positions = torch.arange(n)
     return (positions[:, None] - positions[None, :]).abs()
@@ -94,8 +85,8 @@ def _gradient_with_a_nan(w, max_k):
     return norms
 
 
-MUTATIONS = _Pairs([
-    (cnn_path_lengths, Mutations(
+MUTATIONS = {
+    cnn_path_lengths: Mutations(
         wrong=[
             ("rounded down", lambda n, w: distance_matrix(n) // reach(w), "you rounded down"),
             ("divided by kernel_size", lambda n, w: -(-distance_matrix(n) // w),
@@ -120,8 +111,8 @@ MUTATIONS = _Pairs([
             ("float64 division", lambda n, w: (distance_matrix(n).double() / reach(w)).ceil()),
             ("negated floor division", lambda n, w: -(-distance_matrix(n) // reach(w))),
         ],
-    )),
-    (gradient_through_linear_rnn, Mutations(
+    ),
+    gradient_through_linear_rnn: Mutations(
         wrong=[
             ("element-wise power",
              lambda w, max_k: torch.stack([torch.linalg.matrix_norm(w**k)
@@ -151,8 +142,8 @@ MUTATIONS = _Pairs([
              lambda w, max_k: torch.stack([torch.einsum("ij,ij->", p, p).sqrt() for p in (
                  torch.linalg.matrix_power(w, k) for k in range(max_k + 1))])),
         ],
-    )),
-])
+    ),
+}
 
 
 def test_every_table_meets_the_course_minimum():

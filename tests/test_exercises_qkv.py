@@ -11,15 +11,6 @@ from course_utils.exercises.qkv import attention_from_qkv, project_qkv
 from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, Mutations
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
 def _attention(q, k, v, scale=None, dim=-1):
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     weights = torch.softmax(q @ k.T * scale, dim=dim)
@@ -75,8 +66,8 @@ def _nan_weights(q, k, v):
     return output, weights
 
 
-MUTATIONS = _Pairs([
-    (project_qkv, Mutations(
+MUTATIONS = {
+    project_qkv: Mutations(
         wrong=[
             ("one shared W", lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_q, x @ w_v), "own matrix"),
             ("k and v swapped", lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_v, x @ w_k),
@@ -104,8 +95,8 @@ MUTATIONS = _Pairs([
             ("float64", lambda x, w_q, w_k, w_v: tuple(x.double() @ w.double()
                                                        for w in (w_q, w_k, w_v))),
         ],
-    )),
-    (attention_from_qkv, Mutations(
+    ),
+    attention_from_qkv: Mutations(
         wrong=[
             ("softmax over the queries", lambda q, k, v: _attention(q, k, v, dim=0),
              "softmax over the wrong dim"),
@@ -132,8 +123,8 @@ MUTATIONS = _Pairs([
             ("einsum", _einsum),
             ("torch's own attention for the output", _torch_output),
         ],
-    )),
-])
+    ),
+}
 
 
 def test_every_table_meets_the_course_minimum():
