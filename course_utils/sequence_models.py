@@ -2,7 +2,7 @@
 
 Each reads tokens ``(batch, seq_len)`` and returns logits ``(batch, num_classes)``
 computed from the last position only, so they can be compared on one task
-(see ``course_utils.recall``). The recurrent ones must carry information there one step
+(see ``course_utils.distance_task``). The recurrent ones must carry information there one step
 at a time; the attention one looks at every position directly.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from course_utils.attention import SelfAttention
-from course_utils.recall import check_tokens
+from course_utils.distance_task import check_tokens
 
 
 class RecurrentReader(nn.Module):

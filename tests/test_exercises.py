@@ -1,11 +1,8 @@
-"""The exercise framework, and every exercise of the course walked through its registry.
-
-Lesson 02's exercise tables are further down (the other lessons' sit in their own files)."""
+"""The exercise framework, and every exercise of the course walked through its registry."""
 
 from __future__ import annotations
 
 import importlib
-import math
 import random
 from pathlib import Path
 
@@ -25,7 +22,7 @@ from course_utils.exercises import (
     attempt,
     expect_close,
 )
-from course_utils.exercises.qkv import attention_from_qkv, project_qkv
+from course_utils.exercises.qkv import project_qkv
 from tests.exercise_checks import assert_correct, assert_incorrect
 
 
@@ -121,49 +118,6 @@ def test_mutation_tables_wrong_rejected_with_their_message_right_accepted(exerci
         assert_correct(exercise, answer)
     else:
         assert_incorrect(exercise, answer, words)
-
-
-@pytest.mark.parametrize(
-    ("answer", "words"),
-    [
-        (lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_q, x @ w_q), "own matrix"),
-        (lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_v, x @ w_k), "values are off"),
-        (lambda x, w_q, w_k, w_v: (w_q.T @ x.T, w_k.T @ x.T, w_v.T @ x.T), "shape (3, 2)"),
-        (lambda x, w_q, w_k, w_v: x @ w_q, "as a tuple"),
-    ],
-    ids=["shared W", "swapped", "transposed", "one tensor"],
-)
-def test_project_qkv_catches_typical_mistakes(answer, words):
-    assert_incorrect(project_qkv, answer, words)
-
-
-def _softmax_wrong_dim(q, k, v):
-    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=0)
-    return weights @ v, weights
-
-
-def _no_scale(q, k, v):
-    weights = torch.softmax(q @ k.T, dim=-1)
-    return weights @ v, weights
-
-
-def _transposed_weights(q, k, v):
-    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)
-    return weights.T @ v, weights
-
-
-@pytest.mark.parametrize(
-    ("answer", "words"),
-    [
-        (_softmax_wrong_dim, "softmax over the wrong dim"),
-        (_no_scale, "divide q @ k.T by sqrt(d_k)"),
-        (_transposed_weights, "use weights @ v"),
-        (lambda q, k, v: q @ k.T, "return two tensors"),
-    ],
-    ids=["softmax dim", "no scale", "weights.T @ v", "scores only"],
-)
-def test_attention_from_qkv_catches_typical_mistakes(answer, words):
-    assert_incorrect(attention_from_qkv, answer, words)
 
 
 def test_an_error_of_the_checker_is_never_blamed_on_the_learner():

@@ -1,14 +1,23 @@
 """Exercises of lesson 01: how far information travels, and what the trip does to a gradient.
 
-``cnn_path_lengths``: how many stacked convolutions lie between two positions.
-``gradient_through_linear_rnn``: ‖W^k‖, the gradient of a linear RNN k steps back.
+``cnn_path_lengths``: how many stacked convolutions lie between two positions (compared
+exactly; a float answer must hold whole numbers).
+``gradient_through_linear_rnn``: ‖W^k‖, the gradient of a linear RNN k steps back
+(tolerance, stated in the lesson: 1e-5 + 1e-4·|expected|, any float dtype).
 """
 
 from __future__ import annotations
 
 import torch
 
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+    expect_finite,
+    expect_shape,
+)
 
 
 def _distances(n: int) -> torch.Tensor:
@@ -29,8 +38,13 @@ def _check_cnn_path_lengths(answer) -> None:
         got = attempt(answer, n, kernel_size)
         what = f"cnn_path_lengths({n}, kernel_size={kernel_size})"
         expect_shape(got, (n, n), what)
+        if got.dtype == torch.bool or got.is_complex():
+            raise Incorrect(f"{what} should hold whole numbers of layers, got dtype {got.dtype}")
         if got.is_floating_point():
-            got = got.round()
+            expect_finite(got, what)
+            if not torch.equal(got, got.round()):
+                raise Incorrect(f"{what}: a number of layers is a whole number, got "
+                                f"{got[got != got.round()][0].item():g}; round up (torch.ceil)")
         got = got.long()
         expected = reference_cnn_path_lengths(n, kernel_size)
         if torch.equal(got, expected):
@@ -41,18 +55,25 @@ def _check_cnn_path_lengths(answer) -> None:
             raise Incorrect(
                 f"{what}: the diagonal should be 0, a position reaches itself without any layer"
             )
+        if torch.equal(got, distance):
+            raise Incorrect(
+                f"{what}: that is |i - j|, the RNN's path length. One convolution layer "
+                f"reaches (kernel_size - 1) // 2 = {reach} positions to each side, so divide "
+                "the distance by that reach (rounding up)"
+            )
         if torch.equal(got, distance // reach):
             raise Incorrect(
                 f"{what}: you rounded down. With kernel_size={kernel_size} one layer reaches "
                 f"{reach} positions to each side, so positions {reach + 1} apart need 2 layers, "
                 "not 1: round up (ceil)"
             )
-        by_kernel = (-(-distance // kernel_size), distance // kernel_size)
-        if any(torch.equal(got, wrong) for wrong in by_kernel):
+        by_width = [-(-distance // width) for width in (kernel_size, kernel_size - 1)]
+        by_width += [distance // width for width in (kernel_size, kernel_size - 1)]
+        if any(torch.equal(got, wrong) for wrong in by_width):
             raise Incorrect(
                 f"{what}: a kernel of size {kernel_size} is centred on its position, so one "
                 f"layer reaches (kernel_size - 1) // 2 = {reach} positions to each side, "
-                f"not {kernel_size}"
+                f"not {kernel_size} or {kernel_size - 1}"
             )
         if not torch.equal(got, got.T):
             raise Incorrect(f"{what}: the matrix should be symmetric, |i - j| = |j - i|")
@@ -85,39 +106,54 @@ def reference_gradient_through_linear_rnn(w: torch.Tensor, max_k: int) -> torch.
     )  # (max_k + 1,)
 
 
+def _close(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Within the stated tolerance: 1e-5 + 1e-4·|expected|, compared in float64."""
+    return torch.allclose(got, want.double(), atol=1e-5, rtol=1e-4)
+
+
 def _check_gradient_through_linear_rnn(answer) -> None:
     generator = torch.Generator().manual_seed(0)
-    w = torch.randn(4, 4, generator=generator) / 3
+    w = torch.randn(4, 4, generator=generator) / 2  # not symmetric; ‖W‖^k ≠ ‖W^k‖
     max_k = 6
     what = f"gradient_through_linear_rnn(w, max_k={max_k})"
-    got = attempt(answer, w.clone(), max_k)
+    got = attempt(answer, w, max_k)
     expect_shape(got, (max_k + 1,), what)
-    got = got.detach().to(torch.float32)
+    if not got.is_floating_point():
+        raise Incorrect(f"{what} should be a floating-point tensor, got dtype {got.dtype}")
+    expect_finite(got, what)
+    got = got.detach().double()
     expected = reference_gradient_through_linear_rnn(w, max_k)
-    if torch.allclose(got, expected, rtol=1e-4):
+    if _close(got, expected):
         return
     norms = torch.linalg.matrix_norm
-    elementwise = torch.stack([norms(w**k) for k in range(max_k + 1)])
-    if torch.allclose(got, elementwise, rtol=1e-4):
+    power = torch.linalg.matrix_power
+    if _close(got, torch.stack([norms(w**k) for k in range(max_k + 1)])):
         raise Incorrect(
             f"{what}: w ** k raises each entry to the power k. Going back k steps multiplies "
             "k Jacobians, a matrix power: torch.linalg.matrix_power(w, k)"
         )
-    shifted = torch.stack([norms(torch.linalg.matrix_power(w, k + 1)) for k in range(max_k + 1)])
-    if torch.allclose(got, shifted, rtol=1e-4):
+    if _close(got, torch.stack([norms(power(w, k + 1)) for k in range(max_k + 1)])):
         raise Incorrect(
             f"{what}: entry k should be ‖W^k‖ starting at k = 0, where W^0 is the identity "
             f"and ‖I‖ = sqrt(4) = 2; your entries are shifted by one step"
         )
-    spectral = torch.stack(
-        [torch.linalg.matrix_norm(torch.linalg.matrix_power(w, k), ord=2) for k in range(max_k + 1)]
-    )
-    if torch.allclose(got, spectral, rtol=1e-4):
+    if _close(got[1:], expected[1:]):
+        raise Incorrect(
+            f"{what}: entry 0 should be ‖W^0‖ = ‖I‖ = sqrt(4) = 2 (zero steps back, the "
+            f"gradient passes unchanged), got {got[0].item():.3g}"
+        )
+    if _close(got, torch.stack([norms(power(w, k), ord=2) for k in range(max_k + 1)])):
         raise Incorrect(
             f"{what}: use the Frobenius norm (the default of torch.linalg.matrix_norm), "
             "not the spectral norm, to match the measurement in the lesson"
         )
-    expect_close(got, expected, what, atol=1e-4)
+    if _close(got, norms(w) ** torch.arange(max_k + 1)) or _close(
+            got[1:], norms(w) ** torch.arange(1, max_k + 1)):
+        raise Incorrect(
+            f"{what}: ‖W‖^k (the norm raised to the power k) is only an upper bound; take the "
+            "norm of the matrix power, ‖W^k‖"
+        )
+    expect_close(got, expected, what)
 
 
 gradient_through_linear_rnn = Exercise(

@@ -1,4 +1,9 @@
-"""Lesson 02 exercises: the three projections, and attention from q, k, v."""
+"""Lesson 02 exercises: the three projections, and attention from q, k, v.
+
+Both checkers use non-square cases (d_v ≠ d_k, and n_q ≠ n_k for attention), so that a
+transposed product, swapped roles or the wrong width in the scale show up as such.
+Tolerance (stated in the lesson): values match within 1e-5 + 1e-4·|expected|, any float dtype.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,59 @@ import math
 import torch
 
 from course_utils.attention import scaled_dot_product_attention
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+    expect_finite,
+    expect_shape,
+)
 
 
-def _example(n=3, d_model=4, d_k=2, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, d_model, generator=generator)
-    w_q, w_k, w_v = (torch.randn(d_model, d_k, generator=generator) for _ in range(3))
-    return x, w_q, w_k, w_v
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape and values within the stated tolerance (compared in float64)."""
+    return (isinstance(a, torch.Tensor) and a.shape == b.shape and a.is_floating_point()
+            and bool(torch.isfinite(a).all())
+            and torch.allclose(a.detach().double(), b.detach().double(), atol=1e-5, rtol=1e-4))
 
 
 def _project_qkv_reference(x, w_q, w_k, w_v):
-    """x (n, d_model), each w (d_model, d_k) -> q, k, v, each (n, d_k)."""
+    """x (n, d_model); w_q, w_k (d_model, d_k); w_v (d_model, d_v) -> q, k (n, d_k), v (n, d_v)."""
     return x @ w_q, x @ w_k, x @ w_v
 
 
 def _check_project_qkv(answer):
-    x, w_q, w_k, w_v = _example()
+    n, d_model, d_k, d_v = 3, 5, 2, 4  # d_v ≠ d_k, so swapped roles show in the shapes
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(n, d_model, generator=generator)
+    w_q, w_k, w_v = (torch.randn(d_model, width, generator=generator)
+                     for width in (d_k, d_k, d_v))
     result = attempt(answer, x, w_q, w_k, w_v)
-    if not isinstance(result, tuple) or len(result) != 3:
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
         raise Incorrect("return the three tensors as a tuple: return q, k, v")
-    expected = _project_qkv_reference(x, w_q, w_k, w_v)
-    for name, got, want in zip("qkv", result, expected, strict=True):
-        expect_shape(got, want.shape, name)
     q, k, v = result
-    if torch.allclose(k, expected[0]) or torch.allclose(v, expected[0]):
-        raise Incorrect("k or v equals q: each projection needs its own matrix (W_k, W_v)")
+    expected = _project_qkv_reference(x, w_q, w_k, w_v)
+    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in result]
+    if shapes == [(d_k, n), (d_k, n), (d_v, n)]:
+        raise Incorrect(f"q, k, v have shapes {shapes}: transposed. Each should be one row per "
+                        "token, (n, d_k) or (n, d_v): x @ w_q, not w_q.T @ x.T")
+    if shapes[1] == (n, d_v) and shapes[2] == (n, d_k):
+        raise Incorrect("k and v are swapped: k = x @ w_k is (n, d_k), v = x @ w_v is (n, d_v)")
+    for name, got, want in zip("qkv", result, expected, strict=True):
+        expect_shape(got, want.shape, f"{name} ({'n, d_v' if name == 'v' else 'n, d_k'})")
+        if not got.is_floating_point():
+            raise Incorrect(f"{name} should be a floating-point tensor, got dtype {got.dtype}")
+        expect_finite(got, name)
+    if _close(q, expected[1]) and _close(k, expected[0]):
+        raise Incorrect("q and k are swapped: q = x @ w_q, k = x @ w_k")
+    if _close(q, k):
+        raise Incorrect("q and k are equal: each of q, k, v needs its own matrix "
+                        "(q = x @ w_q, k = x @ w_k, v = x @ w_v)")
+    for scale in (math.sqrt(d_k), d_k):
+        if _close(q, expected[0] / scale):
+            raise Incorrect("q is divided by a scale: the projection is only x @ w_q; the "
+                            "1/sqrt(d_k) belongs to the scores q @ k.T")
     for name, got, want in zip("qkv", result, expected, strict=True):
         expect_close(got, want, name)
 
@@ -42,7 +74,8 @@ project_qkv = Exercise(
     checker=_check_project_qkv,
     reference=_project_qkv_reference,
     hints=(
-        "Each of q, k, v is X times its own matrix; X is (n, d_model), W is (d_model, d_k).",
+        "Each of q, k, v is X times its own matrix; X is (n, d_model), W_Q is (d_model, d_k), "
+        "so x @ w_q is (n, d_k).",
         "Matrix product in torch: x @ w_q. Return all three: return q, k, v.",
     ),
 )
@@ -56,30 +89,52 @@ def _attention_reference(q, k, v):
 
 
 def _check_attention(answer):
+    n_q, n_k, d_k, d_v = 3, 5, 8, 6  # non-square: transposes and the wrong width show
     generator = torch.Generator().manual_seed(1)
-    # Wide enough (d_k=16) that a missing 1/sqrt(d_k) visibly changes the weights.
-    q, k, v = (torch.randn(4, 16, generator=generator) * 2 for _ in range(3))
+    q = torch.randn(n_q, d_k, generator=generator)
+    k = torch.randn(n_k, d_k, generator=generator)
+    v = torch.randn(n_k, d_v, generator=generator)
     result = attempt(answer, q, k, v)
-    if not isinstance(result, tuple) or len(result) != 2:
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise Incorrect("return two tensors: return output, weights")
     output, weights = result
-    expect_shape(weights, (4, 4), "weights (n_q, n_k)")
-    expect_shape(output, (4, 16), "output (n_q, d_v)")
-    row_sums = weights.sum(dim=-1)
-    if not torch.allclose(row_sums, torch.ones(4), atol=1e-4):
-        columns = weights.sum(dim=0)
-        guess = (" softmax over the wrong dim? Use dim=-1 (over the keys)."
-                 if torch.allclose(columns, torch.ones(4), atol=1e-4) else "")
-        raise Incorrect(f"rows of your weights sum to {row_sums[0].item():.3g}, not 1.{guess}")
+    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in result]
+    if shapes == [(n_q, n_k), (n_q, d_v)]:
+        raise Incorrect("output and weights are swapped: return output, weights (in that order)")
+    if shapes[1] == (n_k, n_q):
+        raise Incorrect(f"weights should be (n_q, n_k) = ({n_q}, {n_k}), got ({n_k}, {n_q}): "
+                        "one row per query, so scores = q @ k.T (not k @ q.T), and return "
+                        "the weights untransposed")
+    expect_shape(weights, (n_q, n_k), "weights (n_q, n_k)")
+    expect_shape(output, (n_q, d_v), "output (n_q, d_v)")
+    for name, tensor in (("weights", weights), ("output", output)):
+        if not tensor.is_floating_point():
+            raise Incorrect(f"{name} should be a floating-point tensor, got dtype {tensor.dtype}")
+        expect_finite(tensor, name)
+    weights64 = weights.detach().double()
+    row_sums = weights64.sum(dim=-1)
+    if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
+        column_sums = weights64.sum(dim=0)
+        if torch.allclose(column_sums, torch.ones_like(column_sums), atol=1e-4):
+            raise Incorrect("the columns of your weights sum to 1, not the rows: softmax over "
+                            "the wrong dim? Use dim=-1 (over the keys)")
+        raise Incorrect(f"the rows of your weights sum to {row_sums[0].item():.3g}, not 1: "
+                        "apply torch.softmax(scores, dim=-1) to the scaled scores")
     expected_output, expected_weights = scaled_dot_product_attention(q, k, v)
-    _, unscaled_weights = scaled_dot_product_attention(q, k, v, scale=1.0)
-    if torch.allclose(weights, unscaled_weights, atol=1e-5):
-        raise Incorrect("your weights are those of unscaled scores: divide q @ k.T by sqrt(d_k)")
+    wrong_scales = {
+        1.0: "your weights are those of unscaled scores: divide q @ k.T by sqrt(d_k)",
+        1 / math.sqrt(d_v): "you divided by sqrt(d_v) = sqrt(v.shape[-1]); the scale is "
+                            "sqrt(d_k) = sqrt(q.shape[-1]), the width of queries and keys",
+        1 / d_k: "you divided by d_k; the scale is sqrt(d_k)",
+        math.sqrt(d_k): "you multiplied by sqrt(d_k); divide by it",
+    }
+    for scale, message in wrong_scales.items():
+        if _close(weights, scaled_dot_product_attention(q, k, v, scale=scale)[1]):
+            raise Incorrect(message)
     expect_close(weights, expected_weights, "weights")
-    if torch.allclose(output, weights.T @ v, atol=1e-5) and not torch.allclose(
-        output, expected_output, atol=1e-5
-    ):
-        raise Incorrect("output mixes values with the transposed weights: use weights @ v")
+    if _close(output, expected_weights @ v / math.sqrt(d_k)):
+        raise Incorrect("output is divided by sqrt(d_k) again: the scale belongs to the scores "
+                        "only; output = weights @ v")
     expect_close(output, expected_output, "output")
 
 
@@ -88,8 +143,8 @@ attention_from_qkv = Exercise(
     checker=_check_attention,
     reference=_attention_reference,
     hints=(
-        "Scores are q @ k.T, divided by sqrt(d_k) where d_k = q.shape[-1].",
+        "Scores are q @ k.T, (n_q, n_k), divided by sqrt(d_k) where d_k = q.shape[-1].",
         "Softmax over the keys, the last dim: torch.softmax(scores, dim=-1).",
-        "The output is the weighted average of the values: weights @ v.",
+        "The output is the weighted average of the values: weights @ v, (n_q, d_v).",
     ),
 )

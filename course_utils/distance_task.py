@@ -1,4 +1,4 @@
-"""The flagged-token recall task: a long-range dependency whose distance we choose.
+"""Lesson 01's experiment: find a flagged token ``distance`` positions back.
 
 Every position of a sequence shows one of ``num_symbols`` ordinary symbols. Exactly one
 position shows the *flagged* twin of its symbol instead, and the last position is a query
@@ -8,12 +8,13 @@ sequence is noise.
 
 Token ids: ``0 .. S-1`` ordinary symbols, ``S .. 2S-1`` their flagged twins, ``2S`` the
 query, with ``S = num_symbols``. Models read tokens ``(batch, seq_len)`` and return logits
-``(batch, num_symbols)`` for the last position.
+``(batch, num_symbols)`` for the last position (see ``course_utils.sequence_models``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,17 +25,16 @@ from course_utils.training import fit
 
 
 @dataclass(frozen=True)
-class RecallTask:
+class DistanceTask:
     """Sequences of up to ``max_len`` tokens over ``num_symbols`` symbols."""
 
     num_symbols: int = 32
     max_len: int = 101
 
     def __post_init__(self):
-        if not isinstance(self.num_symbols, int) or self.num_symbols < 2:
-            raise ValueError(f"num_symbols should be an int >= 2, got {self.num_symbols!r}")
-        if not isinstance(self.max_len, int) or self.max_len < 2:
-            raise ValueError(f"max_len should be an int >= 2, got {self.max_len!r}")
+        for name in ("num_symbols", "max_len"):
+            if require_positive_int(name, getattr(self, name)) < 2:
+                raise ValueError(f"{name} should be an int >= 2, got {getattr(self, name)}")
 
     @property
     def vocab_size(self) -> int:
@@ -50,19 +50,17 @@ class RecallTask:
         """Accuracy of guessing: one symbol in ``num_symbols``."""
         return 1.0 / self.num_symbols
 
-    @property
-    def max_distance(self) -> int:
-        return self.max_len - 1
-
     def batch(self, batch_size: int, seq_len: int | None = None, distance: int | None = None,
-              generator: torch.Generator | None = None):
+              min_distance: int = 1, generator: torch.Generator | None = None):
         """Sample ``(tokens, targets, distances)``.
 
         Args:
             batch_size: number of sequences.
             seq_len: length of every sequence, ``2 .. max_len`` (default ``max_len``).
             distance: query position minus flag position, an int in ``1 .. seq_len - 1``
-                used for every sequence, or ``None`` to draw each one uniformly.
+                used for every sequence, or ``None`` to draw each one uniformly from
+                ``min_distance .. seq_len - 1``.
+            min_distance: the shortest distance drawn when ``distance`` is ``None``.
             generator: optional ``torch.Generator`` for reproducible batches.
 
         Returns:
@@ -73,8 +71,12 @@ class RecallTask:
         seq_len = self.max_len if seq_len is None else seq_len
         if not isinstance(seq_len, int) or not 2 <= seq_len <= self.max_len:
             raise ValueError(f"seq_len should be an int in 2..{self.max_len}, got {seq_len!r}")
+        require_positive_int("min_distance", min_distance)
         if distance is None:
-            distances = torch.randint(1, seq_len, (batch_size,), generator=generator)
+            if min_distance >= seq_len:
+                raise ValueError(f"min_distance should be below seq_len={seq_len}, "
+                                 f"got {min_distance}")
+            distances = torch.randint(min_distance, seq_len, (batch_size,), generator=generator)
         elif isinstance(distance, int) and 1 <= distance < seq_len:
             distances = torch.full((batch_size,), distance)
         else:
@@ -124,36 +126,81 @@ def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
     return tokens
 
 
-def train(model: nn.Module, task: RecallTask, steps: int, batch_size: int = 64,
-          lr: float = 3e-3, max_grad_norm: float = 1.0,
-          generator: torch.Generator | None = None) -> list[float]:
-    """Train ``model`` with Adam on ``steps`` fresh batches; return the losses.
+def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: int = 64,
+                 lr: float = 3e-3, min_distance: int = 1, max_grad_norm: float = 1.0,
+                 generator: torch.Generator | None = None,
+                 after_steps: dict[int, Callable[[], None]] | None = None) -> list[float]:
+    """Train ``model`` on ``steps`` fresh batches of ``task`` with ``training.fit``.
 
-    Each batch has its own length, drawn log-uniformly from ``2 .. max_len`` so that short
-    and long sequences are equally common on a log scale, and each sequence its own
-    distance, so one run trains every distance at once. Gradients are clipped to
-    ``max_grad_norm``, the usual guard for recurrent networks.
+    Each batch has its own length, drawn log-uniformly from ``min_distance + 1 .. max_len``
+    so that short and long sequences are equally common on a log scale, and each sequence
+    its own distance in ``min_distance .. seq_len - 1``, so one run trains every distance
+    at once (``min_distance=50`` trains on long distances only). Gradients are clipped to
+    ``max_grad_norm``, the usual guard for recurrent networks. ``after_steps`` maps a step
+    count to a function called once that many updates are done (to measure the model
+    along the way); returns the loss of every step.
     """
-    log_lengths = (math.log(2), math.log(task.max_len + 1))
+    require_positive_int("min_distance", min_distance)
+    if min_distance >= task.max_len:
+        raise ValueError(f"min_distance should be below max_len={task.max_len}, "
+                         f"got {min_distance}")
+    after_steps = dict(after_steps or {})
+    log_lengths = (math.log(min_distance + 1), math.log(task.max_len + 1))
 
     def loss_at_step(step):
+        if step in after_steps:
+            after_steps.pop(step)()
+            model.train()
         seq_len = int(math.exp(torch.empty(()).uniform_(*log_lengths, generator=generator)))
         tokens, targets, _ = task.batch(batch_size, seq_len=min(seq_len, task.max_len),
-                                        generator=generator)
+                                        min_distance=min_distance, generator=generator)
         return nn.functional.cross_entropy(model(tokens), targets)
 
-    return fit(model, loss_at_step, steps, lr=lr, max_grad_norm=max_grad_norm)
+    losses = fit(model, loss_at_step, steps, lr=lr, max_grad_norm=max_grad_norm)
+    if steps in after_steps:
+        after_steps.pop(steps)()
+    return losses
 
 
 @torch.no_grad()
-def accuracy_by_distance(model: nn.Module, task: RecallTask, distances, samples: int = 256,
+def accuracy_by_distance(model: nn.Module, task: DistanceTask, distances: Sequence[int],
+                         samples: int = 256,
                          generator: torch.Generator | None = None) -> torch.Tensor:
     """Fraction of ``samples`` fresh sequences of length ``max_len`` answered right,
     at each distance; returns a float tensor ``(len(distances),)``."""
+    require_positive_int("samples", samples)
     model.eval()
-    accuracies = []
-    for distance in distances:
-        tokens, targets, _ = task.batch(samples, distance=int(distance), generator=generator)
-        predictions = model(tokens).argmax(dim=-1)  # (samples,)
-        accuracies.append((predictions == targets).float().mean())
-    return torch.stack(accuracies)
+    batches = [task.batch(samples, distance=int(distance), generator=generator)
+               for distance in distances]
+    tokens = torch.cat([tokens for tokens, _, _ in batches])  # (len(distances) * samples, max_len)
+    targets = torch.cat([targets for _, targets, _ in batches])
+    right = model(tokens).argmax(dim=-1) == targets  # one forward pass for every distance
+    return right.view(len(batches), samples).float().mean(dim=1)
+
+
+def learning_curve(build: Callable[[], nn.Module], task: DistanceTask, budgets: Sequence[int],
+                   distances: Sequence[int], seed: int, min_distance: int = 1,
+                   samples: int = 128, lr: float = 5e-3) -> tuple[torch.Tensor, nn.Module]:
+    """Accuracy of one fresh ``build()`` model after each budget of training steps.
+
+    The model is initialised under ``torch.manual_seed(seed)`` and trained once for
+    ``max(budgets)`` steps on batches drawn from ``seed`` (``min_distance`` as in
+    ``train_reader``); after each budget it answers the same ``samples`` sequences of
+    ``max_len`` tokens per distance. Returns the accuracies ``(len(budgets),
+    len(distances))`` and the trained model.
+    """
+    budgets = sorted(require_positive_int("budgets", b) for b in budgets)
+    with torch.random.fork_rng():  # seed the initialisation without moving the global RNG
+        torch.manual_seed(seed)
+        model = build()
+    rows = {}
+
+    def measure(budget):
+        return lambda: rows.__setitem__(budget, accuracy_by_distance(
+            model, task, distances, samples=samples,
+            generator=torch.Generator().manual_seed(10_000 + seed)))
+
+    train_reader(model, task, budgets[-1], lr=lr, min_distance=min_distance,
+                 generator=torch.Generator().manual_seed(seed),
+                 after_steps={budget: measure(budget) for budget in budgets})
+    return torch.stack([rows[budget] for budget in budgets]), model
