@@ -27,6 +27,11 @@ def setup(seed: int = 0) -> None:
     saves (on a busy machine, many times more), and one thread makes float reductions add
     up in the same order on every machine, so the printed numbers are reproducible.
     """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed should be an int from 0 to 2**32 - 1 (NumPy's range), "
+                        f"got {type(seed).__name__} {seed!r}")
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"seed should be an int from 0 to 2**32 - 1 (NumPy's range), got {seed}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -51,6 +56,8 @@ def claim(holds, statement: str) -> None:
         holds = bool(holds.item())
     if not isinstance(holds, (bool, np.bool_)):
         raise TypeError(f"claim() needs a bool, got {type(holds).__name__}")
+    if not isinstance(statement, str) or not statement.strip():
+        raise TypeError(f"claim() needs the statement as a non-empty str, got {statement!r}")
     if not holds:
         raise AssertionError(f"✗ the lesson claims: {statement} — but the code says otherwise")
     print(f"✓ {statement}")
