@@ -34,7 +34,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_utils.checks import require_positive_int, require_tensor
+from course_utils.checks import (
+    require_bool,
+    require_callable,
+    require_divisible,
+    require_float_dtype,
+    require_positive_int,
+    require_same_device,
+    require_tensor,
+)
 from course_utils.notebook import one_thread
 
 PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_projection")
@@ -43,28 +51,15 @@ PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_project
 SOFTMAX_FLOPS_PER_SCORE = 5
 
 
-def _require_callable(name: str, fn) -> None:
-    if not callable(fn):
-        raise TypeError(f"{name} should be a function to call, got {type(fn).__name__}")
-
-
 def _require_layer(seq_len, d_model, num_heads, batch_size) -> int:
     """Check a layer configuration and return d_k."""
-    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("num_heads", num_heads),
-                        ("batch_size", batch_size)):
-        require_positive_int(name, value)
-    if d_model % num_heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by num_heads={num_heads}: "
-            "every head needs the same width d_k = d_model / num_heads"
-        )
-    return d_model // num_heads
+    require_positive_int("seq_len", seq_len)
+    require_positive_int("batch_size", batch_size)
+    return require_divisible(d_model, num_heads)
 
 
 def _bytes_per_number(dtype) -> int:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
-    return torch.finfo(dtype).bits // 8
+    return torch.finfo(require_float_dtype("dtype", dtype)).bits // 8
 
 
 def attention_flops(seq_len: int, d_model: int, num_heads: int, *,
@@ -149,7 +144,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
     Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
     like the weights by softmax and by ``weights @ v``, is listed once).
     """
-    _require_callable("fn", fn)
+    require_callable("fn", fn)
     saved = {}
 
     def pack(tensor):
@@ -165,7 +160,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
 
 def counted_flops(fn: Callable, *args, **kwargs) -> dict[str, int]:
     """Run ``fn(*args, **kwargs)`` under FlopCounterMode; FLOPs per aten op, e.g. ``aten.bmm``."""
-    _require_callable("fn", fn)
+    require_callable("fn", fn)
     with FlopCounterMode(display=False) as counter:
         fn(*args, **kwargs)
     return {str(op): flops for op, flops in counter.get_flop_counts()["Global"].items()}
@@ -204,7 +199,7 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
     if not isinstance(calls, dict) or not calls:
         raise TypeError(f"calls should be a non-empty dict of name -> function, got {calls!r}")
     for call in calls.values():
-        _require_callable("every value of calls", call)
+        require_callable("every value of calls", call)
     # time.thread_time() sees only this thread, so torch must not hand work to others.
     with one_thread():
         loops = {}
@@ -247,7 +242,7 @@ def peak_memory(fn: Callable, *args, **kwargs) -> int:
     included and the result that ``fn`` returns is. (tracemalloc cannot do this: it does
     not see torch's allocations.)
     """
-    _require_callable("fn", fn)
+    require_callable("fn", fn)
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn(*args, **kwargs)
     events = sorted(
@@ -277,6 +272,22 @@ def online_softmax_update(running_max, running_sum, running_out, scores, values)
     Returns the updated ``(running_max, running_sum, running_out)``; after the last block,
     ``running_out / running_sum`` is softmax(scores) @ values over all the blocks.
     """
+    running_max = require_tensor("running_max", running_max, "(..., n_q, 1)")
+    running_sum = require_tensor("running_sum", running_sum, "(..., n_q, 1)")
+    running_out = require_tensor("running_out", running_out, "(..., n_q, d_v)")
+    scores = require_tensor("scores", scores, "(..., n_q, block)")
+    values = require_tensor("values", values, "(..., block, d_v)")
+    n_q, block, d_v = scores.shape[-2], scores.shape[-1], values.shape[-1]
+    if (running_max.shape[-2:] != (n_q, 1) or running_sum.shape[-2:] != (n_q, 1)
+            or running_out.shape[-2:] != (n_q, d_v) or values.shape[-2] != block):
+        raise ValueError(
+            "expected running_max and running_sum (..., n_q, 1), running_out (..., n_q, d_v), "
+            "scores (..., n_q, block) and values (..., block, d_v), got shapes "
+            f"{tuple(running_max.shape)}, {tuple(running_sum.shape)}, "
+            f"{tuple(running_out.shape)}, {tuple(scores.shape)} and {tuple(values.shape)}"
+        )
+    require_same_device(running_max=running_max, running_sum=running_sum,
+                        running_out=running_out, scores=scores, values=values)
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
     # A row with no key seen yet has max -inf; subtract 0 there instead of -inf (-inf - -inf
     # is NaN) so that its exp terms come out as exactly 0.
@@ -322,8 +333,8 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None,
     if window is not None and (not isinstance(window, int) or isinstance(window, bool)
                                or window < 0):
         raise ValueError(f"window should be None or an int >= 0, got {window!r}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal should be True or False, got {type(causal).__name__}")
+    require_bool("causal", causal)
+    require_same_device(q=q, k=k, v=v)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if (window is not None or causal) and n_k < n_q:
         raise ValueError(

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.checks import require_bool_mask, require_positive_int, require_tensor
+from course_utils.checks import (
+    require_bool,
+    require_bool_mask,
+    require_float_dtype,
+    require_positive_int,
+    require_same_device,
+    require_tensor,
+)
 
 
 def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tensor:
@@ -111,6 +118,7 @@ def expand_padding_mask(mask: torch.Tensor, with_heads: bool = True) -> torch.Te
     ``(batch, 1, n_k)`` for scores ``(batch, n_q, n_k)`` when ``with_heads=False``.
     """
     keys = _require_key_padding(mask)  # (batch, n_k)
+    require_bool("with_heads", with_heads)
     return keys[:, None, None, :] if with_heads else keys[:, None, :]
 
 
@@ -133,9 +141,7 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
             "(batch, 1, n_k) for scores (batch, n_q, n_k) and (batch, 1, 1, n_k) for scores "
             "(batch, num_heads, n_q, n_k)"
         ) from None
-    if len({mask.device for mask in masks}) > 1:
-        devices = ", ".join(str(mask.device) for mask in masks)
-        raise ValueError(f"masks should all be on one device, got {devices}")
+    require_same_device(**{f"mask {index}": mask for index, mask in enumerate(masks)})
     combined = masks[0]
     for mask in masks[1:]:
         combined = combined & mask
@@ -150,7 +156,7 @@ def to_mha_convention(mask: torch.Tensor, *, key_padding: bool = False) -> torch
     ``key_padding=True``: a ``padding_mask`` ``(batch, 1, n_k)`` comes back flipped as
     ``(batch, n_k)``. Without ``key_padding`` the flip is its own inverse.
     """
-    if key_padding:
+    if require_bool("key_padding", key_padding):
         return ~_require_key_padding(mask)
     mask = require_bool_mask(mask, getattr(mask, "shape", ()), "(..., n_q, n_k)")
     return ~mask
@@ -183,9 +189,7 @@ def additive_mask(
     float16) is refused.
     """
     mask = require_bool_mask(mask, getattr(mask, "shape", ()), "(..., n_q, n_k)")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
-    fill = _require_fill(fill, dtype)
+    fill = _require_fill(fill, require_float_dtype("dtype", dtype))
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, fill)
 
 
@@ -199,5 +203,6 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, fill: float = float
     """
     scores = require_tensor("scores", scores, "(..., n_q, n_k)")
     mask = require_bool_mask(mask, scores.shape, "(..., n_q, n_k)")
+    require_same_device(scores=scores, mask=mask)
     fill = _require_fill(fill, scores.dtype)
     return torch.softmax(scores.masked_fill(~mask, fill), dim=-1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -145,34 +146,6 @@ def test_kv_cache_grows_linearly_and_mqa_divides_it_by_num_heads():
                           dtype=torch.float16) * 4 == one
     assert kv_cache_bytes(1000, 4096, 32, num_layers=32, num_kv_heads=1,
                           dtype=torch.float16) * 32 == one
-
-
-@pytest.mark.parametrize(
-    ("call", "error", "words"),
-    [
-        (lambda: attention_flops(512, 768, 5), ValueError, "not divisible by num_heads=5"),
-        (lambda: attention_flops(0, 768, 12), ValueError, "seq_len should be a positive int"),
-        (lambda: attention_flops(512.0, 768, 12), TypeError, "got float 512.0"),
-        (lambda: attention_bytes(8, 8, 2, dtype=torch.int32), TypeError, "floating-point"),
-        (lambda: training_weights_bytes(8, 2, num_layers=0), ValueError, "num_layers should be"),
-        (lambda: attention_flops(8, 8, 2, batch_size=2.0), TypeError, "batch_size"),
-        (lambda: kv_cache_bytes(8, 8, 4, num_kv_heads=3), ValueError, "not divisible by"),
-        (lambda: kv_cache_bytes(8, 8, 4, num_kv_heads=0), ValueError, "num_kv_heads"),
-        (lambda: kv_cache_bytes(8, 8, 4, dtype=torch.int8), TypeError, "floating-point"),
-        (lambda: fitted_exponent([4], [16]), ValueError, "at least two"),
-        (lambda: fitted_exponent([4, 4], [16, 17]), ValueError, "sizes should differ"),
-        (lambda: fitted_exponent([4, 8], [16, 0]), ValueError, "positive"),
-        (lambda: cpu_seconds_per_call({"f": lambda: None}, repeats=0), ValueError, "repeats"),
-        (lambda: cpu_seconds_per_call({"f": 3}), TypeError, "function to call"),
-        (lambda: peak_memory(torch.ones(3)), TypeError, "function to call, got Tensor"),
-    ],
-    ids=["num_heads", "seq_len", "float", "dtype", "num_layers", "batch_size", "kv divisible",
-         "kv zero", "kv dtype", "one pair", "same sizes", "zero value", "repeats",
-         "not callable", "tensor"],
-)
-def test_bad_input_gets_a_message_naming_what_was_expected(call, error, words):
-    with pytest.raises(error, match=words):
-        call()
 
 
 # ---------------------------------------------------------------- measuring
@@ -333,24 +306,80 @@ def test_online_softmax_update_survives_rows_with_nothing_seen_yet():
     assert torch.allclose(acc[1] / row_sum[1], torch.softmax(scores[1], 0) @ values)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "words"),
-    [
-        (lambda: chunked_attention(torch.ones(4, 3), torch.ones(4, 2), torch.ones(4, 2)),
-         ValueError, "expected q"),
-        (lambda: chunked_attention(torch.ones(4, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   block_size=0), ValueError, "block_size"),
-        (lambda: chunked_attention(torch.ones(5, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   window=1), ValueError, "n_k >= n_q"),
-        (lambda: chunked_attention(torch.ones(4, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   causal=1), TypeError, "causal should be"),
-        (lambda: chunked_attention(torch.ones(4, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   window=-1), ValueError, "window should be"),
-        (lambda: chunked_attention(torch.ones(4, 2, dtype=torch.long), torch.ones(4, 2),
-                                   torch.ones(4, 2)), TypeError, "floating-point"),
-    ],
-    ids=["d_k", "block", "window shape", "causal", "window value", "dtype"],
-)
-def test_chunked_attention_rejects_bad_input(call, error, words):
-    with pytest.raises(error, match=words):
-        call()
+# ---------------------------------------------------------------- bad input
+
+_ones = torch.ones(4, 2)
+_state = (torch.full((3, 1), -math.inf), torch.zeros(3, 1), torch.zeros(3, 2))
+
+BAD_INPUTS = [
+    pytest.param(attention_flops, (512, 768, 5), {}, ValueError,
+                 ("d_model=768", "not divisible by num_heads=5"), id="attention_flops: heads"),
+    pytest.param(attention_flops, (0, 768, 12), {}, ValueError,
+                 ("seq_len", "positive int", "got 0"), id="attention_flops: zero seq_len"),
+    pytest.param(attention_flops, (512.0, 768, 12), {}, TypeError,
+                 ("seq_len", "positive int", "float 512.0"), id="attention_flops: float seq_len"),
+    pytest.param(attention_flops, (8, 8, 2), {"batch_size": 2.0}, TypeError,
+                 ("batch_size", "positive int", "float"), id="attention_flops: float batch"),
+    pytest.param(attention_flops, (512, 768, 12, 2), {}, TypeError, ("positional",),
+                 id="attention_flops: batch_size given by position"),
+    pytest.param(attention_bytes, (8, 8, 2), {"dtype": torch.int32}, TypeError,
+                 ("dtype", "floating-point", "int32"), id="attention_bytes: int dtype"),
+    pytest.param(attention_bytes, (8, 0, 2), {}, ValueError, ("d_model", "positive int"),
+                 id="attention_bytes: zero d_model"),
+    pytest.param(training_weights_bytes, (8, 2), {"num_layers": 0}, ValueError,
+                 ("num_layers", "positive int", "got 0"), id="training_weights_bytes: layers"),
+    pytest.param(training_weights_bytes, (2, 1, 4, 64), {}, TypeError, ("positional",),
+                 id="training_weights_bytes: the old positional order"),
+    pytest.param(training_weights_bytes, (8, 2), {"dtype": "float16"}, TypeError,
+                 ("dtype", "floating-point", "str"), id="training_weights_bytes: str dtype"),
+    pytest.param(kv_cache_bytes, (8, 8, 4), {"num_kv_heads": 3}, ValueError,
+                 ("num_heads=4", "not divisible by num_kv_heads=3"), id="kv_cache_bytes: groups"),
+    pytest.param(kv_cache_bytes, (8, 8, 4), {"num_kv_heads": 0}, ValueError,
+                 ("num_kv_heads", "positive int", "got 0"), id="kv_cache_bytes: zero kv heads"),
+    pytest.param(kv_cache_bytes, (8, 8, 4), {"dtype": torch.int8}, TypeError,
+                 ("dtype", "floating-point", "int8"), id="kv_cache_bytes: int dtype"),
+    pytest.param(kv_cache_bytes, (8, 8, 3), {}, ValueError, ("not divisible by num_heads=3",),
+                 id="kv_cache_bytes: d_model and heads"),
+    pytest.param(fitted_exponent, ([4], [16]), {}, ValueError, ("at least two",),
+                 id="fitted_exponent: one pair"),
+    pytest.param(fitted_exponent, ([4, 4], [16, 17]), {}, ValueError, ("sizes should differ",),
+                 id="fitted_exponent: same sizes"),
+    pytest.param(fitted_exponent, ([4, 8], [16, 0]), {}, ValueError, ("positive", "0"),
+                 id="fitted_exponent: zero value"),
+    pytest.param(cpu_seconds_per_call, ({"f": lambda: None},), {"repeats": 0}, ValueError,
+                 ("repeats", "positive int", "got 0"), id="cpu_seconds_per_call: repeats"),
+    pytest.param(cpu_seconds_per_call, ({"f": 3},), {}, TypeError,
+                 ("every value of calls", "function to call", "int 3"),
+                 id="cpu_seconds_per_call: not callable"),
+    pytest.param(cpu_seconds_per_call, ({},), {}, TypeError, ("calls", "non-empty dict"),
+                 id="cpu_seconds_per_call: empty"),
+    pytest.param(peak_memory, (torch.ones(3),), {}, TypeError,
+                 ("fn", "function to call", "tensor of shape (3,)"), id="peak_memory: a tensor"),
+    pytest.param(counted_flops, ("sdpa",), {}, TypeError, ("fn", "function to call", "str"),
+                 id="counted_flops: a string"),
+    pytest.param(saved_for_backward, (None,), {}, TypeError, ("fn", "function to call"),
+                 id="saved_for_backward: None"),
+    pytest.param(chunked_attention, (torch.ones(4, 3), _ones, _ones), {}, ValueError,
+                 ("expected q (..., n_q, d_k)", "(4, 3)"), id="chunked_attention: d_k"),
+    pytest.param(chunked_attention, (_ones, _ones, _ones), {"block_size": 0}, ValueError,
+                 ("block_size", "positive int", "got 0"), id="chunked_attention: block"),
+    pytest.param(chunked_attention, (torch.ones(5, 2), _ones, _ones), {"window": 1}, ValueError,
+                 ("n_k >= n_q", "n_q=5", "n_k=4"), id="chunked_attention: window, n_q > n_k"),
+    pytest.param(chunked_attention, (_ones, _ones, _ones), {"causal": 1}, TypeError,
+                 ("causal", "True or False", "int 1"), id="chunked_attention: causal an int"),
+    pytest.param(chunked_attention, (_ones, _ones, _ones), {"window": -1}, ValueError,
+                 ("window", "int >= 0", "-1"), id="chunked_attention: negative window"),
+    pytest.param(chunked_attention, (_ones.long(), _ones, _ones), {}, TypeError,
+                 ("q", "floating-point", "int64"), id="chunked_attention: int q"),
+    pytest.param(chunked_attention, (_ones, _ones.to("meta"), _ones), {}, ValueError,
+                 ("q on cpu", "k on meta"), id="chunked_attention: two devices"),
+    pytest.param(online_softmax_update, (*_state, torch.randn(3, 4), torch.randn(5, 2)), {},
+                 ValueError, ("values (..., block, d_v)", "(5, 2)"),
+                 id="online_softmax_update: values of another block"),
+    pytest.param(online_softmax_update, (*_state[:2], torch.zeros(2, 2), torch.randn(3, 4),
+                                         torch.randn(4, 2)), {}, ValueError,
+                 ("running_out (..., n_q, d_v)", "(2, 2)"),
+                 id="online_softmax_update: running_out of other queries"),
+    pytest.param(online_softmax_update, (*_state, [[1.0]], torch.randn(4, 2)), {}, TypeError,
+                 ("scores", "torch.Tensor", "list"), id="online_softmax_update: a list"),
+]

@@ -5,11 +5,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from course_utils.cost import attention_flops, online_softmax_update
 from course_utils.exercises.cost import layer_flops, merge_partials
 from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, Mutations
+from tests.test_exercises_masks import exercise_cells, run_alone
+
+
+@pytest.mark.parametrize("source", exercise_cells("06_cost_of_attention.ipynb"))
+def test_every_exercise_cell_of_lesson_06_works_on_its_own(source):
+    assert run_alone(source).startswith("… Not attempted")
 
 
 def test_layer_flops_reference_equals_the_package_count():

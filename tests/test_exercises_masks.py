@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+from pathlib import Path
+
+import nbformat
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -15,6 +21,27 @@ from course_utils.masks import (
     padding_mask,
 )
 from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, Mutations
+
+
+def exercise_cells(lesson: str) -> list[str]:
+    """The code cells of ``notebooks/<lesson>`` that check an exercise (they call .check())."""
+    path = Path(__file__).parent.parent / "notebooks" / lesson
+    notebook = nbformat.read(path, as_version=4)
+    return [cell.source for cell in notebook.cells
+            if cell.cell_type == "code" and ".check(" in cell.source]
+
+
+def run_alone(source: str) -> str:
+    """Run one cell in a fresh namespace, as if every other cell had been skipped."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, "<exercise cell>", "exec"), {})
+    return printed.getvalue()
+
+
+@pytest.mark.parametrize("source", exercise_cells("05_masks.ipynb"))
+def test_every_exercise_cell_of_lesson_05_works_on_its_own(source):
+    assert run_alone(source).startswith("… Not attempted")
 
 
 def test_combined_mask_reference_matches_torch_is_causal_on_full_sentences():
