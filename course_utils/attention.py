@@ -116,6 +116,7 @@ class SelfAttention(nn.Module):
                 f"got shape {tuple(x.shape)}"
             )
         require_matches_module("x", x, self)
+        require_same_device(x=x, mask=mask)
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)  # (batch, seq_len, d_k or d_v)
         return scaled_dot_product_attention(q, k, v, mask=mask)
 
@@ -128,7 +129,6 @@ def split_heads(x, num_heads: int):
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
-    require_positive_int("num_heads", num_heads)
     if x.dim() != 3:
         raise ValueError(
             f"x should have shape (batch, seq_len, d_model), got shape {tuple(x.shape)}"

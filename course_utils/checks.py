@@ -48,9 +48,10 @@ def require_tensor(name: str, value, notation: str) -> torch.Tensor:
 
 
 def _padding_hint(target_rank: int) -> str:
-    axes = ", ".join(["None"] * (target_rank - 2))
-    return (f"a padding mask (batch, n_k) must first get its query axis"
-            f"{' and heads axis' if target_rank > 3 else ''}: mask[:, {axes}, :]")
+    """How a key padding mask looks for scores of ``target_rank`` dims (at least 3)."""
+    ones, nones = ", 1" * (target_rank - 2), "None, " * (target_rank - 2)
+    return (f"for these scores a padding mask is (batch{ones}, n_k); from (batch, n_k) that is "
+            f"mask[:, {nones}:]")
 
 
 def require_bool_mask(mask, target_shape: torch.Size, notation: str) -> torch.Tensor:
@@ -174,6 +175,25 @@ def require_positive_number(name: str, value) -> float:
         )
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} should be a positive number (finite, > 0), got {value!r}")
+    return value
+
+
+def require_seed(name: str, value) -> int:
+    """Return ``value`` if it is an int seed that Python, NumPy and torch all accept."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} should be an int from 0 to 2**32 - 1, got {_describe(value)}")
+    if not 0 <= value < 2**32:
+        raise ValueError(f"{name} should be an int from 0 to 2**32 - 1, got {value}")
+    return value
+
+
+def require_generator(name: str, value) -> torch.Generator | None:
+    """Return ``value`` if it is a ``torch.Generator`` or None (then the global one is used)."""
+    if value is not None and not isinstance(value, torch.Generator):
+        raise TypeError(
+            f"{name} should be a torch.Generator (e.g. torch.Generator().manual_seed(0)) "
+            f"or None, got {_describe(value)}"
+        )
     return value
 
 

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from course_utils.checks import require_seed
+
 
 @contextmanager
 def one_thread():
@@ -27,11 +29,7 @@ def setup(seed: int = 0) -> None:
     saves (on a busy machine, many times more), and one thread makes float reductions add
     up in the same order on every machine, so the printed numbers are reproducible.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed should be an int from 0 to 2**32 - 1 (NumPy's range), "
-                        f"got {type(seed).__name__} {seed!r}")
-    if not 0 <= seed < 2**32:
-        raise ValueError(f"seed should be an int from 0 to 2**32 - 1 (NumPy's range), got {seed}")
+    require_seed("seed", seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -12,11 +12,13 @@ from course_utils.checks import (
     require_callable,
     require_divisible,
     require_float_dtype,
+    require_generator,
     require_matches_module,
     require_positive_int,
     require_positive_number,
     require_same_device,
     require_same_dtype,
+    require_seed,
     require_tensor,
     require_token_ids,
 )
@@ -90,6 +92,7 @@ def test_numbers_and_switches():
     assert require_bool("bias", False) is False
     assert require_float_dtype("dtype", torch.float16) is torch.float16
     assert require_callable("fn", len) is len
+    assert require_seed("seed", 2**32 - 1) == 2**32 - 1 and require_generator("g", None) is None
 
 
 mask_34 = torch.ones(3, 4, dtype=torch.bool)
@@ -152,6 +155,12 @@ BAD_INPUTS = [
                  ValueError, ("tokens", "(batch, seq_len)", "(3,)"), id="tokens: 1-D"),
     pytest.param(require_token_ids, ("tokens", [[1, 2]], 10), {}, TypeError,
                  ("tokens", "integer torch.Tensor", "list"), id="tokens: a list"),
+    pytest.param(require_seed, ("seed", 1.0), {}, TypeError, ("seed", "int", "float 1.0"),
+                 id="seed: float"),
+    pytest.param(require_seed, ("seed", 2**32), {}, ValueError,
+                 ("seed", "0 to 2**32 - 1", "4294967296"), id="seed: too big"),
+    pytest.param(require_generator, ("generator", 0), {}, TypeError,
+                 ("generator", "torch.Generator", "int 0"), id="generator: a seed"),
     pytest.param(require_callable, ("loss_at_step", 3), {}, TypeError,
                  ("loss_at_step", "function", "int 3"), id="callable: an int"),
 ]

@@ -46,6 +46,21 @@ def _run(*command, **kwargs) -> None:
     subprocess.run([str(part) for part in command], check=True, **kwargs)
 
 
+def find_python(name: str) -> str | None:
+    """``name`` (e.g. ``python3.10`` or a path) as an interpreter that runs: from PATH, or
+    one pyenv installed (pyenv's shims on PATH fail for versions not selected)."""
+    version = Path(name).name.removeprefix("python")
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    installed = [pyenv.glob(f"{pattern}/bin/python{version}")
+                 for pattern in (version, f"{version}.*")]
+    candidates = [shutil.which(name), *sorted(str(p) for paths in installed for p in paths)]
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "--version"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
 def ensure_env(env: Path, requirement_files: list[str], constraints: str | None,
                editable: bool, python: str | None = None) -> Path:
     """Create ``env`` if needed and install what the files ask, unless already done.
@@ -109,8 +124,12 @@ def main(argv: list[str]) -> int:
         os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *as_root, *args])
     if command == "test":
         dev_env()
+        colab_python = os.environ.get("COURSE_COLAB_PYTHON")
+        if colab_python and not find_python(colab_python):
+            print(f"COURSE_COLAB_PYTHON={colab_python} does not run here", flush=True)
+            return 2
         ensure_env(COLAB_VENV, ["requirements-colab.txt"], "constraints-colab.txt",
-                   editable=False, python=os.environ.get("COURSE_COLAB_PYTHON"))
+                   editable=False, python=colab_python and find_python(colab_python))
         ensure_chromium()
         python = _bin(VENV, "python")
         _run(python, "-m", "ruff", "check", ".")
@@ -124,9 +143,9 @@ def main(argv: list[str]) -> int:
                                   env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
         return suite or portable.returncode
     if command == "compat":
-        python = args[0] if args else LOWEST_PYTHON
-        if not shutil.which(python):
-            print(f"{python} not found: nothing to do", flush=True)
+        python = find_python(args[0] if args else LOWEST_PYTHON)
+        if python is None:
+            print(f"{args[0] if args else LOWEST_PYTHON} not found: nothing to do", flush=True)
             return 0
         # constraints-ci.txt pins versions that need Python 3.11; take the newest that fit.
         env = ensure_env(COMPAT_VENV, ["requirements.txt", "requirements-dev.txt"], None,
