@@ -159,19 +159,10 @@ MERGE_RIGHT = [
 ]
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
-MUTATIONS = _Pairs([
-    (layer_flops, Mutations(wrong=FLOPS_WRONG, right=FLOPS_RIGHT)),
-    (merge_partials, Mutations(wrong=MERGE_WRONG, right=MERGE_RIGHT)),
-])
+MUTATIONS = {
+    layer_flops: Mutations(wrong=FLOPS_WRONG, right=FLOPS_RIGHT),
+    merge_partials: Mutations(wrong=MERGE_WRONG, right=MERGE_RIGHT),
+}
 
 
 def test_every_table_meets_the_course_minimum():

@@ -228,19 +228,10 @@ WEIGHTS_RIGHT = [
 ]
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
-MUTATIONS = _Pairs([
-    (build_combined_mask, Mutations(wrong=MASK_WRONG, right=MASK_RIGHT)),
-    (safe_weights, Mutations(wrong=WEIGHTS_WRONG, right=WEIGHTS_RIGHT)),
-])
+MUTATIONS = {
+    build_combined_mask: Mutations(wrong=MASK_WRONG, right=MASK_RIGHT),
+    safe_weights: Mutations(wrong=WEIGHTS_WRONG, right=WEIGHTS_RIGHT),
+}
 
 
 def test_every_table_meets_the_course_minimum():
