@@ -1,17 +1,20 @@
 """What one attention layer costs: FLOPs and bytes counted part by part, time and memory measured.
 
-The layer is multi-head self-attention on x ``(batch, seq_len, d_model)`` with ``heads`` heads
-of width ``d_k = d_model / heads``, in five parts (``PARTS``):
+The layer is multi-head self-attention on x ``(batch, seq_len, d_model)`` with ``num_heads``
+heads of width ``d_k = d_model / num_heads``, in five parts (``PARTS``):
 
 - ``qkv_projections``: q, k, v = x W_Q, x W_K, x W_V, three ``(batch, seq_len, d_model)``;
-- ``scores``: q kᵀ in every head, ``(batch, heads, n_q, n_k)``;
-- ``softmax``: scale, then softmax over the keys, ``(batch, heads, n_q, n_k)``;
-- ``weighted_sum``: weights @ v in every head, ``(batch, heads, seq_len, d_k)``;
+- ``scores``: q kᵀ in every head, ``(batch, num_heads, n_q, n_k)``;
+- ``softmax``: scale, then softmax over the keys, ``(batch, num_heads, n_q, n_k)``;
+- ``weighted_sum``: weights @ v in every head, ``(batch, num_heads, seq_len, d_k)``;
 - ``output_projection``: concatenated heads @ W_O, ``(batch, seq_len, d_model)``.
 
 A matrix product ``(m, k) @ (k, p)`` costs ``2·m·k·p`` FLOPs (one multiply and one add per
 term), the convention of ``torch.utils.flop_counter.FlopCounterMode``. Biases and the softmax
 are elementwise and cheap; FlopCounterMode does not count them at all.
+
+Size arguments come in one order everywhere, ``seq_len, d_model, num_heads``, and the
+others (``batch_size``, ``num_layers``, ``num_kv_heads``, ``dtype``) are keywords.
 
 This module also holds the memory-saving idea behind FlashAttention in reusable form,
 :func:`online_softmax_update` and :func:`chunked_attention`.
@@ -31,7 +34,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_utils.checks import require_positive_int, require_tensor
+from course_utils.checks import (
+    require_bool,
+    require_callable,
+    require_divisible,
+    require_float_dtype,
+    require_positive_int,
+    require_same_device,
+    require_tensor,
+)
 from course_utils.notebook import one_thread
 
 PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_projection")
@@ -40,74 +51,91 @@ PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_project
 SOFTMAX_FLOPS_PER_SCORE = 5
 
 
-def _require_callable(name: str, fn) -> None:
-    if not callable(fn):
-        raise TypeError(f"{name} should be a function to call, got {type(fn).__name__}")
-
-
-def _require_layer(seq_len, d_model, heads, batch) -> int:
+def _require_layer(seq_len, d_model, num_heads, batch_size) -> int:
     """Check a layer configuration and return d_k."""
-    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("heads", heads),
-                        ("batch", batch)):
-        require_positive_int(name, value)
-    if d_model % heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by heads={heads}: "
-            "every head needs the same width d_k = d_model / heads"
-        )
-    return d_model // heads
+    require_positive_int("seq_len", seq_len)
+    require_positive_int("batch_size", batch_size)
+    return require_divisible(d_model, num_heads)
 
 
-def attention_flops(seq_len: int, d_model: int, heads: int, batch: int = 1) -> dict[str, int]:
+def _bytes_per_number(dtype) -> int:
+    return torch.finfo(require_float_dtype("dtype", dtype)).bits // 8
+
+
+def attention_flops(seq_len: int, d_model: int, num_heads: int, *,
+                    batch_size: int = 1) -> dict[str, int]:
     """FLOPs of one forward pass of multi-head self-attention, part by part (keys: PARTS).
 
     The four matrix products are counted exactly as FlopCounterMode counts them; the softmax
-    entry is an estimate, ``SOFTMAX_FLOPS_PER_SCORE`` per score.
+    entry is an estimate, ``SOFTMAX_FLOPS_PER_SCORE`` per score. Every entry is a total for
+    the whole batch of ``seq_len``-token sequences, not a cost per token.
     """
-    d_k = _require_layer(seq_len, d_model, heads, batch)
-    n, d = seq_len, d_model
+    d_k = _require_layer(seq_len, d_model, num_heads, batch_size)
+    n, d, b, h = seq_len, d_model, batch_size, num_heads
     return {
-        "qkv_projections": batch * 3 * 2 * n * d * d,  # three (n, d) @ (d, d)
-        "scores": batch * heads * 2 * n * n * d_k,  # per head (n, d_k) @ (d_k, n)
-        "softmax": batch * heads * n * n * SOFTMAX_FLOPS_PER_SCORE,
-        "weighted_sum": batch * heads * 2 * n * n * d_k,  # per head (n, n) @ (n, d_k)
-        "output_projection": batch * 2 * n * d * d,  # (n, d) @ (d, d)
+        "qkv_projections": b * 3 * 2 * n * d * d,  # three (n, d) @ (d, d)
+        "scores": b * h * 2 * n * n * d_k,  # per head (n, d_k) @ (d_k, n)
+        "softmax": b * h * n * n * SOFTMAX_FLOPS_PER_SCORE,
+        "weighted_sum": b * h * 2 * n * n * d_k,  # per head (n, n) @ (n, d_k)
+        "output_projection": b * 2 * n * d * d,  # (n, d) @ (d, d)
     }
 
 
-def attention_bytes(seq_len: int, d_model: int, heads: int, batch: int = 1,
+def attention_bytes(seq_len: int, d_model: int, num_heads: int, *, batch_size: int = 1,
                     dtype: torch.dtype = torch.float32) -> dict[str, int]:
     """Bytes of the tensor each part materialises (keys: PARTS), in ``dtype``.
 
-    ``scores`` and ``softmax`` are ``(batch, heads, seq_len, seq_len)`` each: the n² terms.
+    ``scores`` and ``softmax`` are ``(batch, num_heads, seq_len, seq_len)`` each: the n² terms.
     """
-    _require_layer(seq_len, d_model, heads, batch)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
-    size = torch.finfo(dtype).bits // 8
-    n, d = seq_len, d_model
+    _require_layer(seq_len, d_model, num_heads, batch_size)
+    size = _bytes_per_number(dtype)
+    n, d, b = seq_len, d_model, batch_size
     return {
-        "qkv_projections": 3 * batch * n * d * size,
-        "scores": batch * heads * n * n * size,
-        "softmax": batch * heads * n * n * size,
-        "weighted_sum": batch * n * d * size,
-        "output_projection": batch * n * d * size,
+        "qkv_projections": 3 * b * n * d * size,
+        "scores": b * num_heads * n * n * size,
+        "softmax": b * num_heads * n * n * size,
+        "weighted_sum": b * n * d * size,
+        "output_projection": b * n * d * size,
     }
 
 
-def training_weights_bytes(batch: int, layers: int, heads: int, seq_len: int,
-                           dtype: torch.dtype = torch.float32) -> int:
+def training_weights_bytes(seq_len: int, num_heads: int, *, batch_size: int = 1,
+                           num_layers: int = 1, dtype: torch.dtype = torch.float32) -> int:
     """Bytes of the attention weights a training step keeps for the backward pass.
 
-    Every layer's softmax output ``(batch, heads, seq_len, seq_len)`` is saved until backward
-    runs, so the layers multiply it: ``batch · layers · heads · seq_len² · bytes``.
+    Every layer's softmax output ``(batch, num_heads, seq_len, seq_len)`` is saved until
+    backward runs, so the layers multiply it:
+    ``batch_size · num_layers · num_heads · seq_len² · bytes``.
     """
-    for name, value in (("batch", batch), ("layers", layers), ("heads", heads),
-                        ("seq_len", seq_len)):
+    for name, value in (("seq_len", seq_len), ("num_heads", num_heads),
+                        ("batch_size", batch_size), ("num_layers", num_layers)):
         require_positive_int(name, value)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype should be a floating-point torch.dtype, got {dtype!r}")
-    return batch * layers * heads * seq_len * seq_len * (torch.finfo(dtype).bits // 8)
+    return batch_size * num_layers * num_heads * seq_len * seq_len * _bytes_per_number(dtype)
+
+
+def kv_cache_bytes(seq_len: int, d_model: int, num_heads: int, *, batch_size: int = 1,
+                   num_layers: int = 1, num_kv_heads: int | None = None,
+                   dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of the key/value cache a decoder holds after ``seq_len`` tokens.
+
+    Generating token by token, each layer keeps the keys and values of every earlier token,
+    ``(batch, num_kv_heads, seq_len, d_k)`` each, with ``d_k = d_model / num_heads``:
+    ``2 · batch_size · num_layers · num_kv_heads · seq_len · d_k · bytes``. It grows
+    linearly in ``seq_len``. ``num_kv_heads`` defaults to ``num_heads`` (every query head
+    has its own keys and values); grouped-query attention shares one key/value head among
+    ``num_heads / num_kv_heads`` query heads, multi-query attention has ``num_kv_heads=1``.
+    """
+    d_k = _require_layer(seq_len, d_model, num_heads, batch_size)
+    require_positive_int("num_layers", num_layers)
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    require_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}: each "
+            "key/value head serves the same number of query heads"
+        )
+    return (2 * batch_size * num_layers * num_kv_heads * seq_len * d_k
+            * _bytes_per_number(dtype))
 
 
 def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, ...], int]]:
@@ -116,7 +144,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
     Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
     like the weights by softmax and by ``weights @ v``, is listed once).
     """
-    _require_callable("fn", fn)
+    require_callable("fn", fn)
     saved = {}
 
     def pack(tensor):
@@ -132,7 +160,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
 
 def counted_flops(fn: Callable, *args, **kwargs) -> dict[str, int]:
     """Run ``fn(*args, **kwargs)`` under FlopCounterMode; FLOPs per aten op, e.g. ``aten.bmm``."""
-    _require_callable("fn", fn)
+    require_callable("fn", fn)
     with FlopCounterMode(display=False) as counter:
         fn(*args, **kwargs)
     return {str(op): flops for op, flops in counter.get_flop_counts()["Global"].items()}
@@ -171,7 +199,7 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
     if not isinstance(calls, dict) or not calls:
         raise TypeError(f"calls should be a non-empty dict of name -> function, got {calls!r}")
     for call in calls.values():
-        _require_callable("every value of calls", call)
+        require_callable("every value of calls", call)
     # time.thread_time() sees only this thread, so torch must not hand work to others.
     with one_thread():
         loops = {}
@@ -214,7 +242,7 @@ def peak_memory(fn: Callable, *args, **kwargs) -> int:
     included and the result that ``fn`` returns is. (tracemalloc cannot do this: it does
     not see torch's allocations.)
     """
-    _require_callable("fn", fn)
+    require_callable("fn", fn)
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn(*args, **kwargs)
     events = sorted(
@@ -244,6 +272,22 @@ def online_softmax_update(running_max, running_sum, running_out, scores, values)
     Returns the updated ``(running_max, running_sum, running_out)``; after the last block,
     ``running_out / running_sum`` is softmax(scores) @ values over all the blocks.
     """
+    running_max = require_tensor("running_max", running_max, "(..., n_q, 1)")
+    running_sum = require_tensor("running_sum", running_sum, "(..., n_q, 1)")
+    running_out = require_tensor("running_out", running_out, "(..., n_q, d_v)")
+    scores = require_tensor("scores", scores, "(..., n_q, block)")
+    values = require_tensor("values", values, "(..., block, d_v)")
+    n_q, block, d_v = scores.shape[-2], scores.shape[-1], values.shape[-1]
+    if (running_max.shape[-2:] != (n_q, 1) or running_sum.shape[-2:] != (n_q, 1)
+            or running_out.shape[-2:] != (n_q, d_v) or values.shape[-2] != block):
+        raise ValueError(
+            "expected running_max and running_sum (..., n_q, 1), running_out (..., n_q, d_v), "
+            "scores (..., n_q, block) and values (..., block, d_v), got shapes "
+            f"{tuple(running_max.shape)}, {tuple(running_sum.shape)}, "
+            f"{tuple(running_out.shape)}, {tuple(scores.shape)} and {tuple(values.shape)}"
+        )
+    require_same_device(running_max=running_max, running_sum=running_sum,
+                        running_out=running_out, scores=scores, values=values)
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
     # A row with no key seen yet has max -inf; subtract 0 there instead of -inf (-inf - -inf
     # is NaN) so that its exp terms come out as exactly 0.
@@ -258,7 +302,8 @@ def online_softmax_update(running_max, running_sum, running_out, scores, values)
     )
 
 
-def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None):
+def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None,
+                      causal: bool = False):
     """softmax(q kᵀ / sqrt(d_k)) v computed block by block, with an online softmax.
 
     q ``(..., n_q, d_k)``, k ``(..., n_k, d_k)``, v ``(..., n_k, d_v)`` -> ``(..., n_q, d_v)``.
@@ -268,9 +313,13 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None)
     scores exist at any moment, never ``(..., n_q, n_k)``, so the extra memory grows linearly
     in n (the output itself is ``(..., n_q, d_v)``).
 
-    ``window``: if given, query i attends only to keys j with ``|i - j| <= window`` (local
-    attention; needs n_q == n_k). Key blocks wholly outside that band are skipped, so the
-    work grows like ``n · window`` instead of ``n²``.
+    Query i sits at position ``n_k - n_q + i`` (the queries are the last n_q positions, as
+    in :func:`course_utils.masks.causal_mask`). ``causal=True``: query i attends only to keys
+    at or before its position. ``window``: only to keys within ``window`` positions of it.
+    Key blocks wholly outside what a query block may see are never computed: a causal mask
+    skips about half the blocks, a window makes the work grow like ``n · window``, not n².
+    A query with no key to attend to (or ``n_k == 0``) gets a zero output, as in
+    ``F.scaled_dot_product_attention``.
     """
     q = require_tensor("q", q, "(..., n_q, d_k)")
     k = require_tensor("k", k, "(..., n_k, d_k)")
@@ -281,12 +330,18 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None)
             f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), got shapes "
             f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
         )
+    if window is not None and (not isinstance(window, int) or isinstance(window, bool)
+                               or window < 0):
+        raise ValueError(f"window should be None or an int >= 0, got {window!r}")
+    require_bool("causal", causal)
+    require_same_device(q=q, k=k, v=v)
     n_q, n_k = q.shape[-2], k.shape[-2]
-    if window is not None:
-        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-            raise ValueError(f"window should be None or an int >= 0, got {window!r}")
-        if n_q != n_k:
-            raise ValueError(f"a local window needs n_q == n_k, got n_q={n_q} and n_k={n_k}")
+    if (window is not None or causal) and n_k < n_q:
+        raise ValueError(
+            f"a window or causal mask places the queries at the last n_q key positions, so "
+            f"it needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+        )
+    shift = n_k - n_q  # query i sits at key position i + shift
     scale = 1.0 / math.sqrt(q.shape[-1])
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = q.new_empty((*batch, n_q, v.shape[-1]))
@@ -296,19 +351,27 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None)
         running_max = q.new_full((*batch, q_end - q_start, 1), float("-inf"))
         running_sum = q.new_zeros((*batch, q_end - q_start, 1))
         running_out = q.new_zeros((*batch, q_end - q_start, v.shape[-1]))
-        first_key, last_key = 0, n_k
-        if window is not None:  # start at the block holding key q_start - window
-            first_key = max(0, q_start - window) // block_size * block_size
-            last_key = min(n_k, q_end + window)
-        for k_start in range(first_key, last_key, block_size):
+        # The key positions this query block may see at all: [first, last).
+        first, last = 0, n_k
+        if window is not None:
+            first = max(0, q_start + shift - window)
+            last = min(n_k, q_end + shift + window)
+        if causal:
+            last = min(last, q_end + shift)
+        query_positions = torch.arange(q_start + shift, q_end + shift, device=q.device)
+        for k_start in range(first // block_size * block_size, last, block_size):
             k_end = min(k_start + block_size, n_k)
             scores = q_block @ k[..., k_start:k_end, :].transpose(-2, -1)  # (..., block, block)
+            offset = query_positions[:, None] - torch.arange(k_start, k_end, device=q.device)
+            blocked = torch.zeros_like(offset, dtype=torch.bool)  # (block, block)
             if window is not None:
-                offset = (torch.arange(q_start, q_end)[:, None]
-                          - torch.arange(k_start, k_end)[None, :])
-                scores = scores.masked_fill(offset.abs() > window, float("-inf"))
+                blocked |= offset.abs() > window
+            if causal:
+                blocked |= offset < 0
+            scores = scores.masked_fill(blocked, float("-inf"))
             running_max, running_sum, running_out = online_softmax_update(
                 running_max, running_sum, running_out, scores, v[..., k_start:k_end, :]
             )
-        out[..., q_start:q_end, :] = running_out / running_sum
+        # A row that saw no key has sum 0 and out 0: divide by 1 there, so it stays 0.
+        out[..., q_start:q_end, :] = running_out / running_sum.masked_fill(running_sum == 0, 1)
     return out

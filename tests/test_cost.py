@@ -1,4 +1,4 @@
-"""course_utils.cost against torch's own counters and kernels, and lesson 06's exercises."""
+"""course_utils.cost against torch's own counters and kernels (exercises: test_exercises_cost)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_utils import notebook
 from course_utils.attention import MultiHeadAttention, scaled_dot_product_attention
 from course_utils.cost import (
     PARTS,
@@ -20,23 +21,20 @@ from course_utils.cost import (
     counted_flops,
     cpu_seconds_per_call,
     fitted_exponent,
+    kv_cache_bytes,
     online_softmax_update,
     peak_memory,
     saved_for_backward,
     training_weights_bytes,
 )
-from course_utils.exercises import CORRECT
-from course_utils.exercises.cost import layer_flops, merge_partials
-from tests.exercise_checks import assert_incorrect
+from course_utils.masks import causal_mask
 
 
 @pytest.fixture
 def one_thread():
     """Many small ops run far faster on one thread on a busy machine; restore afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with notebook.one_thread():
+        yield
 
 
 # ---------------------------------------------------------------- counting
@@ -51,19 +49,19 @@ def test_the_seed_numbers_at_n512_d768_h12():
 
 
 @pytest.mark.parametrize(
-    ("batch", "seq_len", "d_model", "heads"),
-    [(1, 32, 64, 4), (2, 17, 48, 6), (3, 64, 32, 1)],
+    ("seq_len", "d_model", "num_heads", "batch_size"),
+    [(32, 64, 4, 1), (17, 48, 6, 2), (64, 32, 1, 3)],
 )
 def test_matmul_counts_match_flop_counter_mode_on_torch_multihead_attention(
-    batch, seq_len, d_model, heads
+    seq_len, d_model, num_heads, batch_size
 ):
     torch.manual_seed(0)
-    layer = torch.nn.MultiheadAttention(d_model, heads, batch_first=True)
-    x = torch.randn(batch, seq_len, d_model)
+    layer = torch.nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+    x = torch.randn(batch_size, seq_len, d_model)
     # need_weights=True with autograd on: torch takes its materialised path, whose matrix
     # products FlopCounterMode sees (its fused fast path is not counted).
     measured = counted_flops(lambda: layer(x, x, x, need_weights=True))
-    ours = attention_flops(seq_len, d_model, heads, batch=batch)
+    ours = attention_flops(seq_len, d_model, num_heads, batch_size=batch_size)
     batched = sum(count for op, count in measured.items() if "bmm" in op)
     assert batched == ours["scores"] + ours["weighted_sum"]
     assert sum(measured.values()) - batched == ours["qkv_projections"] + ours["output_projection"]
@@ -73,7 +71,7 @@ def test_matmul_counts_match_flop_counter_mode_on_the_course_layer():
     layer = MultiHeadAttention(32, 4)
     with torch.no_grad():
         measured = counted_flops(layer, torch.randn(2, 40, 32))
-    ours = attention_flops(40, 32, 4, batch=2)
+    ours = attention_flops(40, 32, 4, batch_size=2)
     assert sum(measured.values()) == sum(ours[part] for part in PARTS if part != "softmax")
 
 
@@ -82,7 +80,7 @@ def test_bytes_match_the_tensors_a_forward_pass_returns(dtype):
     layer = MultiHeadAttention(24, 3).to(dtype)
     with torch.no_grad():
         output, weights = layer(torch.randn(2, 10, 24, dtype=dtype))
-    counted = attention_bytes(10, 24, 3, batch=2, dtype=dtype)
+    counted = attention_bytes(10, 24, 3, batch_size=2, dtype=dtype)
     assert counted["softmax"] == counted["scores"] == weights.nbytes
     assert counted["output_projection"] == output.nbytes
 
@@ -96,41 +94,58 @@ def test_the_quadratic_parts_grow_four_fold_and_the_linear_ones_two_fold():
 
 
 def test_training_weights_bytes_is_what_autograd_saves():
-    batch, layers, heads, seq_len, d_model = 2, 2, 3, 20, 12
-    stack = [MultiHeadAttention(d_model, heads) for _ in range(layers)]
+    seq_len, d_model, num_heads, batch_size, num_layers = 20, 12, 3, 2, 2
+    stack = [MultiHeadAttention(d_model, num_heads) for _ in range(num_layers)]
 
     def forward(x):
         for layer in stack:
             x, _ = layer(x)
         return x
 
-    saved = saved_for_backward(forward, torch.randn(batch, seq_len, d_model))
+    saved = saved_for_backward(forward, torch.randn(batch_size, seq_len, d_model))
     square = sum(size for shape, size in saved if shape[-2:] == (seq_len, seq_len))
-    assert square == training_weights_bytes(batch, layers, heads, seq_len)
-    assert training_weights_bytes(batch, layers, heads, seq_len, torch.bfloat16) == square // 2
+    sizes = {"batch_size": batch_size, "num_layers": num_layers}
+    assert square == training_weights_bytes(seq_len, num_heads, **sizes)
+    assert training_weights_bytes(seq_len, num_heads, **sizes, dtype=torch.bfloat16) == square // 2
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "words"),
-    [
-        (lambda: attention_flops(512, 768, 5), ValueError, "not divisible by heads=5"),
-        (lambda: attention_flops(0, 768, 12), ValueError, "seq_len should be a positive int"),
-        (lambda: attention_flops(512.0, 768, 12), TypeError, "got float 512.0"),
-        (lambda: attention_bytes(8, 8, 2, dtype=torch.int32), TypeError, "floating-point"),
-        (lambda: training_weights_bytes(1, 0, 2, 8), ValueError, "layers should be"),
-        (lambda: fitted_exponent([4], [16]), ValueError, "at least two"),
-        (lambda: fitted_exponent([4, 4], [16, 17]), ValueError, "sizes should differ"),
-        (lambda: fitted_exponent([4, 8], [16, 0]), ValueError, "positive"),
-        (lambda: cpu_seconds_per_call({"f": lambda: None}, repeats=0), ValueError, "repeats"),
-        (lambda: cpu_seconds_per_call({"f": 3}), TypeError, "function to call"),
-        (lambda: peak_memory(torch.ones(3)), TypeError, "function to call, got Tensor"),
-    ],
-    ids=["heads", "seq_len", "float", "dtype", "layers", "one pair", "same sizes", "zero value",
-         "repeats", "not callable", "tensor"],
-)
-def test_bad_input_gets_a_message_naming_what_was_expected(call, error, words):
-    with pytest.raises(error, match=words):
-        call()
+def test_the_old_positional_order_is_refused_not_misread():
+    with pytest.raises(TypeError):
+        training_weights_bytes(2, 1, 4, 64)  # (batch, layers, heads, seq_len) of the past
+    with pytest.raises(TypeError):
+        attention_flops(512, 768, 12, 2)
+
+
+@pytest.mark.parametrize(("num_heads", "num_kv_heads"), [(4, 4), (4, 2), (4, 1), (6, 3)])
+def test_kv_cache_bytes_is_the_cache_of_a_decoder_and_gqa_matches_torch(num_heads, num_kv_heads):
+    seq_len, d_model, batch_size, num_layers = 9, 24, 2, 3
+    d_k = d_model // num_heads
+    # A real cache: every layer keeps k and v (batch, num_kv_heads, seq_len, d_k).
+    cache = [(torch.randn(batch_size, num_kv_heads, seq_len, d_k),
+              torch.randn(batch_size, num_kv_heads, seq_len, d_k)) for _ in range(num_layers)]
+    held = sum(k.nbytes + v.nbytes for k, v in cache)
+    assert held == kv_cache_bytes(seq_len, d_model, num_heads, batch_size=batch_size,
+                                  num_layers=num_layers, num_kv_heads=num_kv_heads)
+    assert kv_cache_bytes(seq_len, d_model, num_heads, num_kv_heads=num_kv_heads,
+                          dtype=torch.float16) * 2 * batch_size * num_layers == held
+    # Grouped-query attention: each kv head serves num_heads / num_kv_heads query heads,
+    # exactly as torch's enable_gqa and as repeating the kv heads.
+    q = torch.randn(batch_size, num_heads, 1, d_k)  # one new token's queries
+    k, v = cache[0]
+    group = num_heads // num_kv_heads
+    repeated = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1),
+                                              v.repeat_interleave(group, dim=1))
+    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                               repeated)
+
+
+def test_kv_cache_grows_linearly_and_mqa_divides_it_by_num_heads():
+    one = kv_cache_bytes(1000, 4096, 32, num_layers=32, dtype=torch.float16)
+    assert kv_cache_bytes(2000, 4096, 32, num_layers=32, dtype=torch.float16) == 2 * one
+    assert kv_cache_bytes(1000, 4096, 32, num_layers=32, num_kv_heads=8,
+                          dtype=torch.float16) * 4 == one
+    assert kv_cache_bytes(1000, 4096, 32, num_layers=32, num_kv_heads=1,
+                          dtype=torch.float16) * 32 == one
 
 
 # ---------------------------------------------------------------- measuring
@@ -216,6 +231,50 @@ def test_windowed_chunked_attention_equals_torch_sdpa_with_a_band_mask(n, window
     assert torch.allclose(got, expected)
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    n_q=st.integers(1, 30),
+    extra=st.integers(0, 20),
+    window=st.one_of(st.none(), st.integers(0, 12)),
+    block_size=st.integers(1, 16),
+    seed=st.integers(0, 2**16),
+)
+def test_causal_chunked_attention_equals_torch_with_the_lower_right_causal_mask(
+        n_q, extra, window, block_size, seed):
+    generator = torch.Generator().manual_seed(seed)
+    n_k = n_q + extra  # the queries are the last n_q positions, as when decoding with a cache
+    q = torch.randn(2, n_q, 4, generator=generator, dtype=torch.float64)
+    k, v = (torch.randn(2, n_k, 4, generator=generator, dtype=torch.float64) for _ in range(2))
+    allowed = causal_mask(n_q, n_k)
+    if window is not None:
+        offset = torch.arange(extra, n_k)[:, None] - torch.arange(n_k)[None, :]
+        allowed = allowed & (offset <= window)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    got = chunked_attention(q, k, v, block_size=block_size, window=window, causal=True)
+    assert torch.allclose(got, expected)
+
+
+def test_a_causal_mask_skips_about_half_the_blocks():
+    q, k, v = (torch.randn(1, 1, 1024, 8) for _ in range(3))
+    full = sum(counted_flops(chunked_attention, q, k, v, block_size=64).values())
+    causal = sum(counted_flops(chunked_attention, q, k, v, block_size=64, causal=True).values())
+    blocks = 1024 // 64
+    assert causal / full == pytest.approx((blocks + 1) / (2 * blocks))  # diagonal blocks kept
+
+
+def test_chunked_attention_with_no_keys_returns_zeros_like_torch():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 0, 4), torch.randn(2, 0, 5)
+    expected = F.scaled_dot_product_attention(q, k, v)
+    assert torch.equal(chunked_attention(q, k, v), expected)
+    assert torch.equal(expected, torch.zeros(2, 3, 5))
+
+
+def test_chunked_attention_runs_on_the_inputs_device():
+    q, k, v = (torch.randn(1, 2, 40, 8, device="meta") for _ in range(3))
+    out = chunked_attention(q, k, v, block_size=16, window=5, causal=True)
+    assert out.device.type == "meta" and out.shape == (1, 2, 40, 8)
+
+
 def test_chunked_attention_broadcasts_and_keeps_the_dtype():
     q = torch.randn(2, 4, 9, 8)  # (batch, heads, n_q, d_k)
     k, v = torch.randn(1, 4, 13, 8), torch.randn(1, 4, 13, 6)  # shared across the batch
@@ -247,105 +306,80 @@ def test_online_softmax_update_survives_rows_with_nothing_seen_yet():
     assert torch.allclose(acc[1] / row_sum[1], torch.softmax(scores[1], 0) @ values)
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "words"),
-    [
-        (lambda: chunked_attention(torch.ones(4, 3), torch.ones(4, 2), torch.ones(4, 2)),
-         ValueError, "expected q"),
-        (lambda: chunked_attention(torch.ones(4, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   block_size=0), ValueError, "block_size"),
-        (lambda: chunked_attention(torch.ones(3, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   window=1), ValueError, "n_q == n_k"),
-        (lambda: chunked_attention(torch.ones(4, 2), torch.ones(4, 2), torch.ones(4, 2),
-                                   window=-1), ValueError, "window should be"),
-        (lambda: chunked_attention(torch.ones(4, 2, dtype=torch.long), torch.ones(4, 2),
-                                   torch.ones(4, 2)), TypeError, "floating-point"),
-    ],
-    ids=["d_k", "block", "window shape", "window value", "dtype"],
-)
-def test_chunked_attention_rejects_bad_input(call, error, words):
-    with pytest.raises(error, match=words):
-        call()
+# ---------------------------------------------------------------- bad input
 
+_ones = torch.ones(4, 2)
+_state = (torch.full((3, 1), -math.inf), torch.zeros(3, 1), torch.zeros(3, 2))
 
-# ---------------------------------------------------------------- exercises
-
-
-def test_layer_flops_reference_passes_and_equals_our_count():
-    assert layer_flops.evaluate(layer_flops.reference).status == CORRECT
-    counts = attention_flops(100, 64, 8, batch=3)
-    assert layer_flops.reference(3, 100, 64, 8) == sum(counts.values()) - counts["softmax"]
-
-
-def _with(change):
-    """A wrong answer to layer_flops: the reference with one typical mistake."""
-    return lambda batch, n, d, h: change(layer_flops.reference(batch, n, d, h), batch, n, d, h)
-
-
-@pytest.mark.parametrize(
-    ("answer", "words"),
-    [
-        (_with(lambda total, b, n, d, h: total // 2), "multiply-add is 2 FLOPs"),
-        (_with(lambda total, b, n, d, h: total // b), "multiply by batch"),
-        (_with(lambda total, b, n, d, h: total - 2 * b * n * d * d), "W_O"),
-        (_with(lambda total, b, n, d, h: total - 2 * b * n * n * d), "weights @ V costs as much"),
-        (_with(lambda total, b, n, d, h: total + 2 * (h - 1) * 2 * b * n * n * d),
-         "heads times too big"),
-        (_with(lambda total, b, n, d, h: total + 5 * b * h * n * n), "leave the softmax out"),
-        (_with(lambda total, b, n, d, h: total + 1), "FlopCounterMode counts"),
-        (lambda batch, n, d, h: "lots", "as a number"),
-    ],
-    ids=["MACs", "batch", "W_O", "AV", "heads", "softmax", "off by one", "not a number"],
-)
-def test_layer_flops_catches_typical_mistakes(answer, words):
-    assert_incorrect(layer_flops, answer, words)
-
-
-def test_merge_partials_reference_passes_and_merges_online_states():
-    assert merge_partials.evaluate(merge_partials.reference).status == CORRECT
-    scores, values = torch.randn(3, 10), torch.randn(10, 2)
-    empty = (torch.full((3, 1), -math.inf), torch.zeros(3, 1), torch.zeros(3, 2))
-    a = online_softmax_update(*empty, scores[:, :4], values[:4])
-    b = online_softmax_update(*empty, scores[:, 4:], values[4:])
-    _, total, out = merge_partials.reference(a, b)
-    assert torch.allclose(out / total, torch.softmax(scores, -1) @ values, atol=1e-6)
-
-
-def _merge_without_rescaling(a, b):
-    return torch.maximum(a[0], b[0]), a[1] + b[1], a[2] + b[2]
-
-
-def _merge_normalised(a, b):
-    new_max, total, out = merge_partials.reference(a, b)
-    return new_max, total, out / total
-
-
-def _merge_rescaled_the_wrong_way(a, b):
-    new_max = torch.maximum(a[0], b[0])
-    grow_a, grow_b = torch.exp(new_max - a[0]), torch.exp(new_max - b[0])
-    return new_max, a[1] * grow_a + b[1] * grow_b, a[2] * grow_a + b[2] * grow_b
-
-
-def _merge_keeping_the_first_max(a, b):
-    return a[0], a[1] + b[1], a[2] + b[2]
-
-
-def _merge_only_the_sum_rescaled(a, b):
-    new_max, total, _ = merge_partials.reference(a, b)
-    return new_max, total, a[2] + b[2]
-
-
-@pytest.mark.parametrize(
-    ("answer", "words"),
-    [
-        (_merge_without_rescaling, "added the two sums as they are"),
-        (_merge_normalised, "out should stay unnormalised"),
-        (_merge_rescaled_the_wrong_way, "runs the wrong way"),
-        (_merge_keeping_the_first_max, "larger of the two"),
-        (_merge_only_the_sum_rescaled, "added the two outs as they are"),
-        (lambda a, b: a[0], "tuple of three tensors"),
-    ],
-    ids=["no rescaling", "normalised", "wrong way", "first max", "out not rescaled", "not a tuple"],
-)
-def test_merge_partials_catches_typical_mistakes(answer, words):
-    assert_incorrect(merge_partials, answer, words)
+BAD_INPUTS = [
+    pytest.param(attention_flops, (512, 768, 5), {}, ValueError,
+                 ("d_model=768", "not divisible by num_heads=5"), id="attention_flops: heads"),
+    pytest.param(attention_flops, (0, 768, 12), {}, ValueError,
+                 ("seq_len", "positive int", "got 0"), id="attention_flops: zero seq_len"),
+    pytest.param(attention_flops, (512.0, 768, 12), {}, TypeError,
+                 ("seq_len", "positive int", "float 512.0"), id="attention_flops: float seq_len"),
+    pytest.param(attention_flops, (8, 8, 2), {"batch_size": 2.0}, TypeError,
+                 ("batch_size", "positive int", "float"), id="attention_flops: float batch"),
+    pytest.param(attention_flops, (512, 768, 12, 2), {}, TypeError, ("positional",),
+                 id="attention_flops: batch_size given by position"),
+    pytest.param(attention_bytes, (8, 8, 2), {"dtype": torch.int32}, TypeError,
+                 ("dtype", "floating-point", "int32"), id="attention_bytes: int dtype"),
+    pytest.param(attention_bytes, (8, 0, 2), {}, ValueError, ("d_model", "positive int"),
+                 id="attention_bytes: zero d_model"),
+    pytest.param(training_weights_bytes, (8, 2), {"num_layers": 0}, ValueError,
+                 ("num_layers", "positive int", "got 0"), id="training_weights_bytes: layers"),
+    pytest.param(training_weights_bytes, (2, 1, 4, 64), {}, TypeError, ("positional",),
+                 id="training_weights_bytes: the old positional order"),
+    pytest.param(training_weights_bytes, (8, 2), {"dtype": "float16"}, TypeError,
+                 ("dtype", "floating-point", "str"), id="training_weights_bytes: str dtype"),
+    pytest.param(kv_cache_bytes, (8, 8, 4), {"num_kv_heads": 3}, ValueError,
+                 ("num_heads=4", "not divisible by num_kv_heads=3"), id="kv_cache_bytes: groups"),
+    pytest.param(kv_cache_bytes, (8, 8, 4), {"num_kv_heads": 0}, ValueError,
+                 ("num_kv_heads", "positive int", "got 0"), id="kv_cache_bytes: zero kv heads"),
+    pytest.param(kv_cache_bytes, (8, 8, 4), {"dtype": torch.int8}, TypeError,
+                 ("dtype", "floating-point", "int8"), id="kv_cache_bytes: int dtype"),
+    pytest.param(kv_cache_bytes, (8, 8, 3), {}, ValueError, ("not divisible by num_heads=3",),
+                 id="kv_cache_bytes: d_model and heads"),
+    pytest.param(fitted_exponent, ([4], [16]), {}, ValueError, ("at least two",),
+                 id="fitted_exponent: one pair"),
+    pytest.param(fitted_exponent, ([4, 4], [16, 17]), {}, ValueError, ("sizes should differ",),
+                 id="fitted_exponent: same sizes"),
+    pytest.param(fitted_exponent, ([4, 8], [16, 0]), {}, ValueError, ("positive", "0"),
+                 id="fitted_exponent: zero value"),
+    pytest.param(cpu_seconds_per_call, ({"f": lambda: None},), {"repeats": 0}, ValueError,
+                 ("repeats", "positive int", "got 0"), id="cpu_seconds_per_call: repeats"),
+    pytest.param(cpu_seconds_per_call, ({"f": 3},), {}, TypeError,
+                 ("every value of calls", "function to call", "int 3"),
+                 id="cpu_seconds_per_call: not callable"),
+    pytest.param(cpu_seconds_per_call, ({},), {}, TypeError, ("calls", "non-empty dict"),
+                 id="cpu_seconds_per_call: empty"),
+    pytest.param(peak_memory, (torch.ones(3),), {}, TypeError,
+                 ("fn", "function to call", "tensor of shape (3,)"), id="peak_memory: a tensor"),
+    pytest.param(counted_flops, ("sdpa",), {}, TypeError, ("fn", "function to call", "str"),
+                 id="counted_flops: a string"),
+    pytest.param(saved_for_backward, (None,), {}, TypeError, ("fn", "function to call"),
+                 id="saved_for_backward: None"),
+    pytest.param(chunked_attention, (torch.ones(4, 3), _ones, _ones), {}, ValueError,
+                 ("expected q (..., n_q, d_k)", "(4, 3)"), id="chunked_attention: d_k"),
+    pytest.param(chunked_attention, (_ones, _ones, _ones), {"block_size": 0}, ValueError,
+                 ("block_size", "positive int", "got 0"), id="chunked_attention: block"),
+    pytest.param(chunked_attention, (torch.ones(5, 2), _ones, _ones), {"window": 1}, ValueError,
+                 ("n_k >= n_q", "n_q=5", "n_k=4"), id="chunked_attention: window, n_q > n_k"),
+    pytest.param(chunked_attention, (_ones, _ones, _ones), {"causal": 1}, TypeError,
+                 ("causal", "True or False", "int 1"), id="chunked_attention: causal an int"),
+    pytest.param(chunked_attention, (_ones, _ones, _ones), {"window": -1}, ValueError,
+                 ("window", "int >= 0", "-1"), id="chunked_attention: negative window"),
+    pytest.param(chunked_attention, (_ones.long(), _ones, _ones), {}, TypeError,
+                 ("q", "floating-point", "int64"), id="chunked_attention: int q"),
+    pytest.param(chunked_attention, (_ones, _ones.to("meta"), _ones), {}, ValueError,
+                 ("q on cpu", "k on meta"), id="chunked_attention: two devices"),
+    pytest.param(online_softmax_update, (*_state, torch.randn(3, 4), torch.randn(5, 2)), {},
+                 ValueError, ("values (..., block, d_v)", "(5, 2)"),
+                 id="online_softmax_update: values of another block"),
+    pytest.param(online_softmax_update, (*_state[:2], torch.zeros(2, 2), torch.randn(3, 4),
+                                         torch.randn(4, 2)), {}, ValueError,
+                 ("running_out (..., n_q, d_v)", "(2, 2)"),
+                 id="online_softmax_update: running_out of other queries"),
+    pytest.param(online_softmax_update, (*_state, [[1.0]], torch.randn(4, 2)), {}, TypeError,
+                 ("scores", "torch.Tensor", "list"), id="online_softmax_update: a list"),
+]

@@ -1,27 +1,47 @@
-"""Lesson 05's exercises against their reference solutions and typical wrong answers."""
+"""Lesson 05's exercises: mutation tables (walked by tests/test_exercises.py) and references."""
 
 from __future__ import annotations
 
-import math
+import contextlib
+import io
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
+import torch.nn.functional as F
 
-from course_utils.exercises import CORRECT, NOT_ATTEMPTED
-from course_utils.exercises.masks import build_combined_mask, fix_the_mask_bug
-from course_utils.masks import causal_mask, padding_mask
-from tests.exercise_checks import assert_incorrect
+from course_utils.attention import scaled_dot_product_attention
+from course_utils.exercises.masks import build_combined_mask, safe_weights
+from course_utils.masks import (
+    additive_mask,
+    causal_mask,
+    combine_masks,
+    expand_padding_mask,
+    padding_mask,
+)
+from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, Mutations
 
 
-def stub(*args):
-    raise NotImplementedError
+def exercise_cells(lesson: str) -> list[str]:
+    """The code cells of ``notebooks/<lesson>`` that check an exercise (they call .check())."""
+    path = Path(__file__).parent.parent / "notebooks" / lesson
+    notebook = nbformat.read(path, as_version=4)
+    return [cell.source for cell in notebook.cells
+            if cell.cell_type == "code" and ".check(" in cell.source]
 
 
-@pytest.mark.parametrize("exercise", [build_combined_mask, fix_the_mask_bug],
-                         ids=lambda e: e.title)
-def test_reference_is_correct_and_stub_is_not_attempted(exercise):
-    assert exercise.evaluate(exercise.reference).status == CORRECT
-    assert exercise.evaluate(stub).status == NOT_ATTEMPTED
+def run_alone(source: str) -> str:
+    """Run one cell in a fresh namespace, as if every other cell had been skipped."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, "<exercise cell>", "exec"), {})
+    return printed.getvalue()
+
+
+@pytest.mark.parametrize("source", exercise_cells("05_masks.ipynb"))
+def test_every_exercise_cell_of_lesson_05_works_on_its_own(source):
+    assert run_alone(source).startswith("… Not attempted")
 
 
 def test_combined_mask_reference_matches_torch_is_causal_on_full_sentences():
@@ -29,118 +49,191 @@ def test_combined_mask_reference_matches_torch_is_causal_on_full_sentences():
     q = torch.randn(2, 1, 4, 8)
     mask = build_combined_mask.reference([4, 4], 4)
     torch.testing.assert_close(
-        torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask),
-        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True),
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask),
+        F.scaled_dot_product_attention(q, q, q, is_causal=True),
     )
 
 
+def test_safe_weights_reference_gives_the_weights_of_the_course_and_of_torch():
+    scores = torch.randn(3, 2, 5, 7)
+    mask = torch.rand(3, 1, 5, 7) < 0.4
+    mask[0, 0, 2] = False  # an empty row
+    ours = safe_weights.reference(scores, mask)
+    # Weights times the identity as values are the weights themselves.
+    _, course = scaled_dot_product_attention(scores, torch.eye(7).expand(3, 2, 7, 7),
+                                             torch.eye(7), mask=mask, scale=1.0)
+    torch.testing.assert_close(ours, course)
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(
+        scores, torch.eye(7).expand(3, 2, 7, 7), torch.eye(7), attn_mask=mask, scale=1.0))
+
+
+# --- Exercise 1: build a causal + padding mask -----------------------------------------------
+
 def _keys(lengths, seq_len):
-    return padding_mask(lengths, max_len=seq_len)
+    """(batch, 1, 1, seq_len): the real keys, for scores with a heads axis."""
+    return padding_mask(lengths, max_len=seq_len)[:, None]
 
 
-COMBINED_WRONG = {
-    "float mask": (
-        lambda lengths, n: (causal_mask(n) & _keys(lengths, n)[:, None, None, :]).float(),
-        "bool tensor",
-    ),
-    "no heads axis": (
-        lambda lengths, n: causal_mask(n) & _keys(lengths, n)[:, None, :],
-        "add the heads axis",
-    ),
-    "flipped convention": (
-        lambda lengths, n: ~(causal_mask(n) & _keys(lengths, n)[:, None, None, :]),
-        "exactly flipped",
-    ),
-    "or instead of and": (
-        lambda lengths, n: causal_mask(n) | _keys(lengths, n)[:, None, None, :],
-        "later key",
-    ),
-    "triu instead of tril": (
-        lambda lengths, n: torch.ones(n, n, dtype=torch.bool).triu() & _keys(lengths, n)[
-            :, None, None, :],
-        "later key",
-    ),
-    "padding only": (
-        lambda lengths, n: _keys(lengths, n)[:, None, None, :].expand(-1, 1, n, n),
-        "later key",
-    ),
-    "causal only": (
-        lambda lengths, n: causal_mask(n).expand(len(lengths), 1, n, n),
-        "padded key",
-    ),
-    "max_len ignored": (
-        lambda lengths, n: causal_mask(n) & padding_mask(lengths)[:, None, None, :],
-        "max_len=seq_len",
-    ),
-    "queries masked too": (
-        lambda lengths, n: causal_mask(n) & _keys(lengths, n)[:, None, :, None]
-        & _keys(lengths, n)[:, None, None, :],
-        "masked the padded *queries*",
-    ),
-    "queries masked instead of keys": (
-        lambda lengths, n: causal_mask(n) & _keys(lengths, n)[:, None, :, None],
-        "masked the padded *queries*",
-    ),
-    "diagonal blocked": (
-        lambda lengths, n: torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
-        & _keys(lengths, n)[:, None, None, :],
-        "keep the diagonal",
-    ),
+def _combined_by_index(lengths, seq_len):
+    i = torch.arange(seq_len)[:, None]  # query positions (seq_len, 1)
+    j = torch.arange(seq_len)[None, :]  # key positions (1, seq_len)
+    real = j < torch.tensor(lengths)[:, None, None]  # (batch, 1, seq_len)
+    return ((j <= i) & real)[:, None]  # (batch, 1, seq_len, seq_len)
+
+
+def _combined_in_place(lengths, seq_len):
+    mask = torch.ones(len(lengths), 1, seq_len, seq_len, dtype=torch.bool).tril()
+    mask &= expand_padding_mask(padding_mask(lengths, max_len=seq_len))
+    return mask
+
+
+def _combined_by_loops(lengths, seq_len):
+    mask = torch.zeros(len(lengths), 1, seq_len, seq_len, dtype=torch.bool)
+    for b, length in enumerate(lengths):
+        for i in range(seq_len):
+            mask[b, 0, i, : min(i + 1, length)] = True
+    return mask
+
+
+MASK_WRONG = [
+    ("float mask", lambda lengths, n: (causal_mask(n) & _keys(lengths, n)).float(),
+     "bool tensor"),
+    ("no heads axis", lambda lengths, n: causal_mask(n) & padding_mask(lengths, max_len=n),
+     "add the heads axis"),
+    ("flipped convention", lambda lengths, n: ~(causal_mask(n) & _keys(lengths, n)),
+     "exactly flipped"),
+    ("or instead of and", lambda lengths, n: causal_mask(n) | _keys(lengths, n), "later key"),
+    ("triu instead of tril", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).triu()
+     & _keys(lengths, n), "later key"),
+    ("padding only", lambda lengths, n: _keys(lengths, n).expand(-1, 1, n, n), "later key"),
+    ("causal only", lambda lengths, n: causal_mask(n).expand(len(lengths), 1, n, n),
+     "padded key"),
+    ("max_len ignored", lambda lengths, n: causal_mask(n) & padding_mask(lengths)[:, None],
+     "max_len=seq_len"),
+    ("queries masked too", lambda lengths, n: causal_mask(n)
+     & padding_mask(lengths, max_len=n).transpose(-2, -1)[:, None] & _keys(lengths, n),
+     "masked the padded *queries*"),
+    ("queries masked instead of keys", lambda lengths, n: causal_mask(n)
+     & padding_mask(lengths, max_len=n).transpose(-2, -1)[:, None],
+     "masked the padded *queries*"),
+    ("diagonal blocked", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
+     & _keys(lengths, n), "keep the diagonal"),
+]
+
+MASK_RIGHT = [
+    ("combine_masks with expand_padding_mask", lambda lengths, n: combine_masks(
+        causal_mask(n), expand_padding_mask(padding_mask(lengths, max_len=n)))),
+    ("index comparisons", _combined_by_index),
+    ("in-place &=", _combined_in_place),
+    ("loops", _combined_by_loops),
+    ("not contiguous", lambda lengths, n: (causal_mask(n).T.T & _keys(lengths, n)).expand(
+        len(lengths), 1, n, n)),
+]
+
+
+# --- Exercise 2: attention weights without NaN ------------------------------------------------
+
+def _naive(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def _finite_fill(fill):
+    return lambda scores, mask: torch.softmax(scores.masked_fill(~mask, fill), dim=-1)
+
+
+def _after_softmax(scores, mask):
+    return torch.softmax(scores, dim=-1) * mask
+
+
+def _flipped(scores, mask):
+    return safe_weights.reference(scores, ~mask)
+
+
+def _wrong_axis(scores, mask):
+    row_has_key = mask.any(dim=-2, keepdim=True)
+    filled = scores.masked_fill(~mask, float("-inf")).masked_fill(~row_has_key, 0.0)
+    return torch.softmax(filled, dim=-2).masked_fill(~row_has_key, 0.0)
+
+
+def _manual_without_max(scores, mask):
+    e = torch.exp(scores) * mask
+    total = e.sum(dim=-1, keepdim=True)
+    return e / total.masked_fill(total == 0, 1.0)
+
+
+def _additive_then_nan_to_num(scores, mask):
+    return torch.softmax(scores + additive_mask(mask), dim=-1).nan_to_num(0.0)
+
+
+def _finite_fill_then_zero_rows(scores, mask):
+    smallest = torch.finfo(scores.dtype).min
+    return torch.softmax(scores.masked_fill(~mask, smallest), dim=-1) * mask
+
+
+def _manual_with_max(scores, mask):
+    masked = scores.masked_fill(~mask, float("-inf"))
+    row_max = masked.amax(dim=-1, keepdim=True)
+    row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)  # empty rows: subtract 0
+    e = torch.exp(masked - row_max)  # exp(-inf) = 0 at blocked keys
+    total = e.sum(dim=-1, keepdim=True)
+    return e / total.masked_fill(total == 0, 1.0)  # empty rows: 0 / 1 = 0
+
+
+def _float64_where(scores, mask):
+    row_has_key = mask.any(dim=-1, keepdim=True)
+    weights = torch.softmax(scores.double().masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(row_has_key, weights, torch.zeros((), dtype=torch.float64))
+
+
+def _in_place(scores, mask):
+    row_has_key = mask.any(dim=-1, keepdim=True)
+    scores.masked_fill_(~mask, float("-inf")).masked_fill_(~row_has_key, 0.0)
+    return scores.softmax(dim=-1) * row_has_key
+
+
+def _in_place_on_the_softmax(scores, mask):
+    weights = safe_weights.reference(scores, mask) + 0.0
+    return weights.masked_fill_(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
+def _softmax_output_changed_in_place(scores, mask):
+    row_has_key = mask.any(dim=-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights.masked_fill_(~row_has_key, 0.0)
+
+
+WEIGHTS_WRONG = [
+    ("naive -inf softmax", _naive, "rows with no allowed key are NaN"),
+    ("-1e9 fill", _finite_fill(-1e9), "sum to 1"),
+    ("finfo.min fill", _finite_fill(torch.finfo(torch.float32).min), "sum to 1"),
+    ("mask after the softmax", _after_softmax, "not the weights after it"),
+    ("flipped mask", _flipped, "the mask is flipped"),
+    ("flipped mask, naive", lambda s, m: _naive(s, ~m), "the mask is flipped"),
+    ("softmax over the queries", _wrong_axis, "dim=-2"),
+    ("manual softmax without the max", _manual_without_max, "subtract each row's maximum"),
+    ("-inf added, NaN replaced after", _additive_then_nan_to_num, "gradient of the scores"),
+    ("softmax output changed in place", _softmax_output_changed_in_place, "backward pass fails"),
+    ("detached", lambda s, m: safe_weights.reference(s, m).detach(), "no gradient"),
+    ("bool weights", lambda s, m: safe_weights.reference(s, m) > 0.1, "floating-point"),
+]
+
+WEIGHTS_RIGHT = [
+    ("finfo.min fill, then times the mask", _finite_fill_then_zero_rows),
+    ("manual softmax with the max", _manual_with_max),
+    ("float64 and torch.where", _float64_where),
+    ("in-place on the learner's tensors", _in_place),
+    ("course_utils attention with identity values", lambda s, m: scaled_dot_product_attention(
+        s, torch.eye(s.shape[-1]), torch.eye(s.shape[-1]), mask=m, scale=1.0)[1]),
+    ("in place on a copy of the weights", _in_place_on_the_softmax),
+]
+
+
+MUTATIONS = {
+    build_combined_mask: Mutations(wrong=MASK_WRONG, right=MASK_RIGHT),
+    safe_weights: Mutations(wrong=WEIGHTS_WRONG, right=WEIGHTS_RIGHT),
 }
 
 
-@pytest.mark.parametrize("name", COMBINED_WRONG)
-def test_combined_mask_wrong_answers_get_their_message(name):
-    answer, words = COMBINED_WRONG[name]
-    assert_incorrect(build_combined_mask, answer, words)
-
-
-def _causal_attention(q, k, v, *, diagonal=1, after_softmax=False, scale=True, flip=False):
-    """A causal attention with one of the typical mistakes switched on."""
-    n = q.shape[-2]
-    scores = q @ k.transpose(-2, -1) / (math.sqrt(q.shape[-1]) if scale else 1.0)
-    blocked = torch.ones(n, n, dtype=torch.bool).triu(diagonal=diagonal)
-    if flip:
-        blocked = ~blocked
-    if after_softmax:
-        weights = torch.softmax(scores, dim=-1).masked_fill(blocked, 0.0)
-    else:
-        weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
-    return weights @ v, weights
-
-
-CAUSAL_WRONG = {
-    "mask after the softmax (the bug in the lesson)": (
-        lambda q, k, v: _causal_attention(q, k, v, after_softmax=True), "after the softmax"),
-    "diagonal blocked": (
-        lambda q, k, v: _causal_attention(q, k, v, diagonal=0), "diagonal=1"),
-    "past blocked instead of future": (
-        lambda q, k, v: _causal_attention(q, k, v, flip=True, diagonal=1), "mask is flipped"),
-    "past and future swapped, diagonal kept": (
-        lambda q, k, v: _causal_attention(q, k, v, flip=True, diagonal=0), "future leaks"),
-    "no mask at all": (
-        lambda q, k, v: (lambda w: (w @ v, w))(
-            torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)),
-        "future leaks"),
-    "scale forgotten": (
-        lambda q, k, v: _causal_attention(q, k, v, scale=False), "1/sqrt(d_k)"),
-    "output from the wrong side": (
-        lambda q, k, v: (lambda out, w: (w.transpose(-2, -1) @ v, w))(
-            *_causal_attention(q, k, v)), "weights @ v"),
-    "single tensor returned": (
-        lambda q, k, v: _causal_attention(q, k, v)[0], "return two tensors"),
-}
-
-
-@pytest.mark.parametrize("name", CAUSAL_WRONG)
-def test_causal_attention_wrong_answers_get_their_message(name):
-    answer, words = CAUSAL_WRONG[name]
-    assert_incorrect(fix_the_mask_bug, answer, words)
-
-
-def test_causal_attention_reference_matches_torch():
-    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
-    output, weights = fix_the_mask_bug.reference(q, k, v)
-    torch.testing.assert_close(
-        output, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
-    assert torch.all(weights.triu(diagonal=1) == 0)
+def test_every_table_meets_the_course_minimum():
+    for _, table in MUTATIONS.items():
+        assert len(table.wrong) >= MIN_WRONG and len(table.right) >= MIN_RIGHT

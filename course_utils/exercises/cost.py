@@ -3,53 +3,60 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
 from course_utils.attention import MultiHeadAttention
 from course_utils.cost import counted_flops, online_softmax_update
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    as_number,
+    attempt,
+    expect_close,
+    expect_finite,
+    expect_shape,
+)
 
-# (batch, seq_len, d_model, heads): batch > 1 first, so a forgotten batch shows at once.
-_CONFIGS = ((3, 24, 32, 4), (2, 40, 48, 6), (1, 96, 16, 2))
+# (seq_len, d_model, num_heads, batch_size): batch_size > 1 first, so a forgotten batch shows
+# at once; seq_len != d_model everywhere, so swapping them shows too.
+_CONFIGS = ((24, 32, 4, 3), (40, 48, 6, 2), (96, 16, 2, 1))
 
 
-def _layer_flops_reference(batch, seq_len, d_model, heads):
+def _layer_flops_reference(seq_len, d_model, num_heads, batch_size):
     """Matrix-product FLOPs of one multi-head self-attention forward pass."""
-    d_k = d_model // heads
-    projections = 4 * 2 * batch * seq_len * d_model * d_model  # W_Q, W_K, W_V and W_O
-    scores = 2 * batch * heads * seq_len * seq_len * d_k  # q kᵀ in every head
-    weighted_sum = 2 * batch * heads * seq_len * seq_len * d_k  # weights @ v in every head
+    d_k = d_model // num_heads
+    projections = 4 * 2 * batch_size * seq_len * d_model * d_model  # W_Q, W_K, W_V and W_O
+    scores = 2 * batch_size * num_heads * seq_len * seq_len * d_k  # q kᵀ in every head
+    weighted_sum = 2 * batch_size * num_heads * seq_len * seq_len * d_k  # weights @ v
     return projections + scores + weighted_sum
 
 
-def _measured_flops(batch, seq_len, d_model, heads) -> int:
+def _measured_flops(seq_len, d_model, num_heads, batch_size) -> int:
     """What FlopCounterMode counts on a real forward pass of the course's layer."""
-    torch.manual_seed(0)
-    layer = MultiHeadAttention(d_model, heads)
+    layer = MultiHeadAttention(d_model, num_heads)  # the FLOPs do not depend on the weights
+    x = torch.zeros(batch_size, seq_len, d_model)
     with torch.no_grad():
-        return sum(counted_flops(layer, torch.randn(batch, seq_len, d_model)).values())
+        return sum(counted_flops(layer, x).values())
 
 
 def _check_layer_flops(answer):
-    for batch, n, d, h in _CONFIGS:
-        got = attempt(answer, batch, n, d, h)
-        if not isinstance(got, numbers.Real) or isinstance(got, bool):
-            raise Incorrect(f"return the FLOPs as a number, got {type(got).__name__}")
-        expected = _measured_flops(batch, n, d, h)
-        if got == expected:
+    for n, d, h, batch in _CONFIGS:
+        got = as_number(attempt(answer, n, d, h, batch), "the FLOP count")
+        expected = _measured_flops(n, d, h, batch)
+        if math.isclose(got, expected, rel_tol=1e-9):
             continue
         quadratic = 2 * batch * h * n * n * (d // h)  # one of q kᵀ or weights @ v
         projection = 2 * batch * n * d * d  # one of the four projections
-        where = f"for batch={batch}, seq_len={n}, d_model={d}, heads={h}"
+        where = f"for seq_len={n}, d_model={d}, num_heads={h}, batch_size={batch}"
         if math.isclose(2 * got, expected):
             raise Incorrect(
                 f"{where} you count half of FlopCounterMode's {expected}: a multiply-add is "
                 "2 FLOPs, so (m, k) @ (k, p) costs 2·m·k·p"
             )
         if math.isclose(batch * got, expected):
-            raise Incorrect(f"{where} your count is 1/batch of the real one: multiply by batch")
+            raise Incorrect(f"{where} your count is 1/batch of the real one: multiply by "
+                            "batch_size")
         if math.isclose(got + projection, expected):
             raise Incorrect(
                 f"{where} you are one projection short (2·batch·n·d_model²): there are four, "
@@ -57,20 +64,23 @@ def _check_layer_flops(answer):
             )
         if math.isclose(got + quadratic, expected):
             raise Incorrect(
-                f"{where} you are missing 2·batch·heads·n²·d_k: weights @ V costs as much "
+                f"{where} you are missing 2·batch·num_heads·n²·d_k: weights @ V costs as much "
                 "as Q Kᵀ"
             )
         if math.isclose(got - 2 * (h - 1) * quadratic, expected):
             raise Incorrect(
-                f"{where} your Q Kᵀ and weights @ V are heads times too big: each head "
-                "works in d_k = d_model / heads dimensions"
+                f"{where} your Q Kᵀ and weights @ V are num_heads times too big: each head "
+                "works in d_k = d_model / num_heads dimensions"
             )
+        if math.isclose(got, _layer_flops_reference(d, n, h, batch)):
+            raise Incorrect(f"{where} you swapped seq_len and d_model: the arguments come in "
+                            "the order (seq_len, d_model, num_heads, batch_size)")
         if got > expected and (got - expected) % (batch * h * n * n) == 0:
             raise Incorrect(
-                f"{where} you count {got - expected} more than FlopCounterMode, a multiple of "
-                "batch·heads·n²: leave the softmax out, only matrix products are counted"
+                f"{where} you count {got - expected:.0f} more than FlopCounterMode, a multiple "
+                "of batch·num_heads·n²: leave the softmax out, only matrix products are counted"
             )
-        raise Incorrect(f"{where} you count {got} FLOPs; FlopCounterMode counts {expected}")
+        raise Incorrect(f"{where} you count {got:.0f} FLOPs; FlopCounterMode counts {expected}")
 
 
 layer_flops = Exercise(
@@ -80,8 +90,8 @@ layer_flops = Exercise(
     hints=(
         "Count the four projections (each (n, d_model) @ (d_model, d_model)), then Q Kᵀ and "
         "weights @ V in every head (each (n, d_k) @ (d_k, n) or (n, n) @ (n, d_k)).",
-        "A product (m, k) @ (k, p) costs 2·m·k·p FLOPs; everything is done batch times; "
-        "d_k = d_model // heads.",
+        "A product (m, k) @ (k, p) costs 2·m·k·p FLOPs; everything is done batch_size times; "
+        "d_k = d_model // num_heads.",
     ),
 )
 
@@ -110,7 +120,9 @@ def _partial(scores, values):
 
 
 def _close(x, y) -> bool:
-    return isinstance(x, torch.Tensor) and x.shape == y.shape and torch.allclose(x, y, atol=1e-5)
+    """Within the task's tolerance (atol 1e-5, rtol 1e-4), compared in float64."""
+    return (isinstance(x, torch.Tensor) and x.is_floating_point() and x.shape == y.shape
+            and torch.allclose(x.detach().double(), y.double(), atol=1e-5, rtol=1e-4))
 
 
 def _check_merge_partials(answer):
@@ -130,6 +142,9 @@ def _check_merge_partials(answer):
     for name, got, want in (("max", got_max, want_max), ("sum", got_sum, want_sum),
                             ("out", got_out, want_out)):
         expect_shape(got, want.shape, f"the merged {name}")
+        if not got.is_floating_point():
+            raise Incorrect(f"the merged {name} should be floating-point, got {got.dtype}")
+        expect_finite(got, f"the merged {name}")
     if not _close(got_max, want_max):
         raise Incorrect("the merged max should be the larger of the two, row by row: "
                         "torch.maximum(max_a, max_b)")
@@ -148,8 +163,10 @@ def _check_merge_partials(answer):
                 f"the rescaling of the {name}s runs the wrong way: the factor is "
                 "exp(old max - new max), which is at most 1"
             )
+    expect_close(got_sum, want_sum, "the merged sum")
+    expect_close(got_out, want_out, "the merged out")
     expected = torch.softmax(scores, dim=-1) @ v  # (2, 5, 3): attention over all 12 keys
-    expect_close(got_out / got_sum, expected, "out / sum after your merge")
+    expect_close(got_out.double() / got_sum.double(), expected, "out / sum after your merge")
 
 
 merge_partials = Exercise(

@@ -1,14 +1,18 @@
-"""Lesson 05 exercises: build a causal + padding mask; fix a causal attention's mask bug."""
+"""Lesson 05 exercises: build a causal + padding mask; attention weights without NaN."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from course_utils.attention import scaled_dot_product_attention
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
-from course_utils.masks import causal_mask, combine_masks, expand_padding_mask, padding_mask
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+    expect_finite,
+    expect_shape,
+)
+from course_utils.masks import causal_mask, combine_masks, padding_mask
 
 
 def _combined_mask_reference(lengths, seq_len):
@@ -17,7 +21,7 @@ def _combined_mask_reference(lengths, seq_len):
     True = may attend: query i sees key j when j <= i and key j is a real token.
     """
     causal = causal_mask(seq_len)  # (seq_len, seq_len)
-    keys = expand_padding_mask(padding_mask(lengths, max_len=seq_len))  # (batch, 1, 1, seq_len)
+    keys = padding_mask(lengths, max_len=seq_len)[:, None]  # (batch, 1, 1, seq_len)
     return combine_masks(causal, keys)  # (batch, 1, seq_len, seq_len)
 
 
@@ -60,14 +64,14 @@ def _check_combined_mask(answer):
                 "part is missing, uses triu where tril belongs, or was combined with `|` "
                 "instead of `&`"
             )
-        padded_keys = ~padding_mask(lengths, max_len=seq_len)[:, None, None, :]
+        padded_keys = ~padding_mask(lengths, max_len=seq_len)[:, None]  # (batch, 1, 1, n_k)
         if (result & padded_keys).any():
             raise Incorrect(
                 f"a padded key is allowed ({_first_position(result & padded_keys)}): the padding "
                 "mask must block keys, i.e. sit on the last axis, (batch, 1, 1, seq_len)"
             )
         empty_rows = ~result.any(dim=-1) & expected.any(dim=-1)  # (batch, 1, seq_len)
-        real_queries = padding_mask(lengths, max_len=seq_len)[:, None, :]
+        real_queries = padding_mask(lengths, max_len=seq_len)  # (batch, 1, seq_len)
         if (empty_rows & real_queries).any():
             b, _, i = (int(index) for index in (empty_rows & real_queries).nonzero()[0])
             raise Incorrect(
@@ -92,73 +96,161 @@ build_combined_mask = Exercise(
     reference=_combined_mask_reference,
     hints=(
         "Two masks: causal_mask(seq_len) is (seq_len, seq_len); "
-        "padding_mask(lengths, max_len=seq_len) is (batch, seq_len).",
-        "The padding mask is about keys, so it belongs on the last axis: "
-        "expand_padding_mask() makes it (batch, 1, 1, seq_len).",
+        "padding_mask(lengths, max_len=seq_len) is (batch, 1, seq_len).",
+        "The padding mask is about keys, so it sits on the last axis; add the heads axis "
+        "with [:, None] to make it (batch, 1, 1, seq_len).",
         "A key is allowed only if both masks allow it: combine with & (or combine_masks).",
     ),
 )
 
 
-def _causal_attention_reference(q, k, v):
-    """q, k, v (batch, heads, seq_len, d_k) -> output (..., seq_len, d_k), weights (..., n, n)."""
-    n = q.shape[-2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (batch, heads, n_q, n_k)
-    future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(diagonal=1)
-    scores = scores.masked_fill(future, float("-inf"))  # before the softmax
+def _safe_weights_reference(scores, mask):
+    """scores (..., n_q, n_k), bool mask broadcastable to it -> weights (..., n_q, n_k).
+
+    Softmax over the allowed keys; a row with no allowed key gets all-zero weights.
+    """
+    row_has_key = mask.any(dim=-1, keepdim=True)  # (..., n_q, 1)
+    # Give the empty rows a finite score (0) so their softmax is not 0/0; zero them after.
+    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~row_has_key, 0.0)
     weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
+    return weights.masked_fill(~row_has_key, 0.0)
 
 
-def _check_causal_attention(answer):
-    generator = torch.Generator().manual_seed(5)
-    q, k, v = (torch.randn(2, 3, 6, 8, generator=generator) for _ in range(3))
-    result = attempt(answer, q, k, v)
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise Incorrect("return two tensors: return output, weights")
-    output, weights = result
-    expect_shape(weights, (2, 3, 6, 6), "weights (batch, heads, n_q, n_k)")
-    expect_shape(output, (2, 3, 6, 8), "output (batch, heads, seq_len, d_v)")
-    nan_rows = weights.isnan().any(dim=-1)  # (batch, heads, n_q)
-    if nan_rows[..., -1].any():
-        raise Incorrect(
-            "the last query, which may see every key, came out NaN (no allowed key): the mask "
-            "is flipped, it blocks the past and allows the future. Block the upper triangle, "
-            "triu(..., diagonal=1)"
-        )
-    if nan_rows.any():
-        raise Incorrect(
-            "the first query's weights are NaN: its row has no allowed key. Keep the diagonal: "
-            "a token sees itself, so block with triu(..., diagonal=1), not diagonal=0"
-        )
-    future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)
-    if (weights[..., future] != 0).any():
-        raise Incorrect(
-            "queries put weight on later keys, so the future leaks: the blocked part is the "
-            "upper triangle above the diagonal, triu(..., diagonal=1)"
-        )
-    row_sums = weights.sum(dim=-1)
-    if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-5):
-        raise Incorrect(
-            f"no future leaks, but rows sum to between {row_sums.min().item():.2f} and "
-            f"{row_sums.max().item():.2f}, not 1: the mask is applied after the softmax. "
-            "Fill the scores with -inf first, then take the softmax"
-        )
-    expected_output, expected_weights = scaled_dot_product_attention(
-        q, k, v, mask=causal_mask(6)
-    )
-    expect_close(weights, expected_weights, "weights (check the 1/sqrt(d_k) scale)")
-    expect_close(output, expected_output, "output = weights @ v")
+def _left_padded_case(generator):
+    """Scores (batch, num_heads, n_q, n_k) and a causal + left-padding mask with empty rows."""
+    lengths = torch.tensor([6, 3, 1])  # real tokens at the end of each sentence of 6
+    real = padding_mask(lengths, max_len=6).flip(-1)  # (3, 1, 6), pads on the left
+    mask = causal_mask(6) & real[:, None]  # (3, 1, 6, 6)
+    scores = 4 * torch.randn(3, 2, 6, 6, generator=generator)
+    scores[0, 0, 3, 2] = 120.0  # exp(120) overflows float32: the row max must come off first
+    return scores, mask
 
 
-fix_the_mask_bug = Exercise(
-    title="fix the causal attention",
-    checker=_check_causal_attention,
-    reference=_causal_attention_reference,
+def _cached_case(generator):
+    """Non-square: 3 new queries over 7 keys, with rows whose every key is masked."""
+    mask = torch.rand(2, 1, 3, 7, generator=generator) < 0.5  # (2, 1, n_q, n_k)
+    mask[:, :, :, 0] = True
+    mask[0, 0, 1] = False  # an empty row in each sentence
+    mask[1, 0, 2] = False
+    scores = 3 * torch.randn(2, 4, 3, 7, generator=generator)  # (batch, num_heads, n_q, n_k)
+    return scores, mask
+
+
+def _weights_of(answer, scores, mask, expected_shape):
+    weights = attempt(answer, scores, mask)
+    expect_shape(weights, expected_shape, "weights (batch, num_heads, n_q, n_k)")
+    if not weights.is_floating_point():
+        raise Incorrect(f"weights should be floating-point, got dtype {weights.dtype}")
+    return weights
+
+
+def _check_safe_weights(answer):
+    generator = torch.Generator().manual_seed(7)
+    # First every key allowed (n_q != n_k): only the softmax itself is tested.
+    scores = torch.randn(2, 3, 4, 5, generator=generator)
+    weights = _weights_of(answer, scores, torch.ones(4, 5, dtype=torch.bool), scores.shape)
+    if ((weights == 0) | weights.isnan()).all():
+        raise Incorrect("with every key allowed (a mask of all True) every weight is 0 or NaN: "
+                        "the mask is flipped. True means 'may attend', so the blocked keys are "
+                        "where the mask is False")
+    if weights.isfinite().all() and torch.allclose(
+            weights.double().sum(dim=-2), torch.ones(2, 3, 5, dtype=torch.float64), atol=1e-4):
+        raise Incorrect("the softmax runs over the queries (dim=-2): it must normalise each row "
+                        "over the keys, dim=-1")
+    expect_close(weights, torch.softmax(scores.double(), dim=-1),
+                 "weights with every key allowed (a plain softmax over dim=-1)",
+                 atol=1e-6, rtol=1e-5)
+
+    for scores, mask in (_left_padded_case(generator), _cached_case(generator)):
+        empty = ~mask.any(dim=-1).expand(scores.shape[:-1])  # (..., n_q) no allowed key
+        full = mask.all(dim=-1).expand(scores.shape[:-1])  # (..., n_q) every key allowed
+        expected = _safe_weights_reference(scores.double(), mask)
+        got = _weights_of(answer, scores, mask, expected.shape).double()
+        nan_rows = got.isnan().any(dim=-1)
+        if nan_rows.any():
+            if not (nan_rows & ~empty).any():
+                raise Incorrect(
+                    "the rows with no allowed key are NaN: softmax over a row of -inf is "
+                    "0/0. Give those rows a finite score before the softmax (or replace their "
+                    "NaN), then set their weights to 0"
+                )
+            if torch.equal(nan_rows, full):
+                raise Incorrect("the mask is flipped: True means 'may attend', so the blocked "
+                                "keys are where the mask is False")
+            raise Incorrect(
+                "weights contain NaN in rows that do have allowed keys: did you subtract "
+                "each row's maximum before exp? exp(120) overflows float32"
+            )
+        expect_finite(got, "weights")
+        allowed = mask.expand_as(got)
+        if (got[~allowed] != 0).any() and (got[allowed] == 0).all():
+            raise Incorrect("the mask is flipped: True means 'may attend', so the blocked "
+                            "keys are where the mask is False")
+        sums = got.sum(dim=-1)  # (..., n_q)
+        if torch.allclose(sums[empty], torch.ones_like(sums[empty]), atol=1e-3):
+            raise Incorrect(
+                "the rows with no allowed key sum to 1: a finite fill such as -1e9 or "
+                "finfo.min spreads the weight uniformly over keys that are all blocked. "
+                "Those rows should be all zero"
+            )
+        if not torch.allclose(sums[~empty], torch.ones_like(sums[~empty]), atol=1e-4):
+            raise Incorrect(
+                "rows that have allowed keys do not sum to 1: mask the scores before the "
+                "softmax, not the weights after it"
+            )
+        if (got[~allowed] != 0).any():
+            raise Incorrect("a blocked key gets weight: set blocked scores to -inf before "
+                            "the softmax")
+        if (got[empty] != 0).any():
+            raise Incorrect("a row with no allowed key should be all zero")
+        expect_close(got, expected, "weights", atol=1e-6, rtol=1e-5)
+    _check_gradient(answer)
+
+
+def _check_gradient(answer):
+    """The NaN must stay out of the backward pass too: gradients finite, as the reference's."""
+    generator = torch.Generator().manual_seed(8)
+    scores, mask = _left_padded_case(generator)
+    upstream = torch.randn(scores.shape, generator=generator)
+    leaf = scores.clone().requires_grad_(True)
+    # The learner's function gets a clone of the leaf, so in-place edits are allowed and the
+    # gradient still reaches the leaf.
+    weights = attempt(lambda m: answer(leaf.clone(), m), mask)
+    if not weights.requires_grad:
+        raise Incorrect("the weights carry no gradient: keep every step in torch (no .detach(), "
+                        "numpy or .tolist()), so a model can train through them")
+    try:
+        (grad,) = torch.autograd.grad((weights * upstream).sum(), leaf)
+    except RuntimeError as error:
+        if "inplace" not in str(error):
+            raise
+        raise Incorrect(
+            "the weights are right but the backward pass fails: an in-place operation "
+            "(a method ending in _) changed a tensor that autograd needs, such as the "
+            "softmax's output. Use the out-of-place version there (masked_fill, not "
+            "masked_fill_)"
+        ) from None
+    reference = scores.double().requires_grad_(True)
+    (expected,) = torch.autograd.grad(
+        (_safe_weights_reference(reference, mask) * upstream.double()).sum(), reference)
+    if not torch.isfinite(grad).all():
+        raise Incorrect(
+            "the weights are right but the gradient of the scores contains NaN: a NaN made "
+            "in the forward pass (softmax of a row of -inf) comes back in the backward pass "
+            "even when it was replaced afterwards, e.g. when -inf was added to the scores. "
+            "Make sure no row of the softmax's input is all -inf"
+        )
+    expect_close(grad, expected, "the gradient of the scores", atol=1e-6, rtol=1e-5)
+
+
+safe_weights = Exercise(
+    title="attention weights without NaN",
+    checker=_check_safe_weights,
+    reference=_safe_weights_reference,
     hints=(
-        "Run the buggy version and look at weights.sum(-1): what should every row sum to?",
-        "Zeroing weights after the softmax leaves the other weights as they were; a blocked "
-        "key has to be gone before the softmax normalises the row.",
-        "scores.masked_fill(future, float('-inf')), then torch.softmax(scores, dim=-1).",
+        "Find the empty rows first: mask.any(dim=-1, keepdim=True) is False exactly there.",
+        "Block the disallowed keys with -inf as usual, but give the empty rows a finite score "
+        "(any number, e.g. 0) before the softmax, so it never sees a row of only -inf.",
+        "After the softmax, set the empty rows' weights to 0 with masked_fill.",
     ),
 )
