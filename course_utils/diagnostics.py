@@ -342,7 +342,16 @@ class _Probes:
         layouts = self.subject.layouts if layouts is None else layouts
         first = layouts[0]
         for layout in layouts:
-            message = probe(layout)
+            try:
+                message = probe(layout)
+            except _WrongReturn:
+                raise
+            except Exception as error:
+                if layout is first or not getattr(error, _RAISED_BY_SUBJECT, False):
+                    raise
+                return Finding(name, FAIL, (
+                    f"right on {first.label} inputs, but with a heads axis it raised "
+                    f"{_short_error(error)} (see the shapes probe)"))
             if message is None:
                 continue
             if isinstance(message, Finding):
