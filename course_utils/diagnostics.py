@@ -259,8 +259,16 @@ class _FunctionSubject(_Subject):
         q, k, v = inputs
         return self.function(q, k, v, mask=mask)
 
-    def perturb(self, inputs, positions, generator, sequence=None):
-        q, k, v = inputs  # the queries stay: only what the mask hides changes
+    def perturb(self, inputs, positions, generator, sequence=None, with_queries=False):
+        """Redraw keys and values at ``positions``; also the queries if ``with_queries``.
+
+        Token j of a self-attention is query j too: under a causal mask changing all three
+        must leave the queries before j alone. A padding token's query is not watched by
+        the padding probe of a function, so there only keys and values change.
+        """
+        q, k, v = inputs
+        if with_queries:
+            q = _redraw(q, [p for p in positions if p < q.shape[-2]], generator, sequence)
         return q, _redraw(k, positions, generator, sequence), _redraw(v, positions, generator,
                                                                      sequence)
 
@@ -296,7 +304,7 @@ class _ModuleSubject(_Subject):
         (x,) = inputs
         return self._copy(*self._current)(x, mask=mask)
 
-    def perturb(self, inputs, positions, generator, sequence=None):
+    def perturb(self, inputs, positions, generator, sequence=None, with_queries=True):
         return (_redraw(inputs[0], positions, generator, sequence),)
 
     def watched_queries(self, layout, positions):
@@ -508,8 +516,8 @@ class _Probes:
                 watched = self.subject.watched_queries(layout, [j])[:layout.n_q]
                 if not watched:
                     continue
-                changed, _ = self.subject.call(self.subject.perturb(inputs, [j], generator),
-                                               mask)
+                changed, _ = self.subject.call(
+                    self.subject.perturb(inputs, [j], generator, with_queries=True), mask)
                 diff = (changed - baseline)[..., watched, :]
                 finite = baseline[..., watched, :].isfinite() & changed[..., watched, :].isfinite()
                 size = _max_abs(diff[finite])
@@ -717,7 +725,7 @@ class _Probes:
                             "overflow: a fill like -1e9 does not fit in float16 (its largest "
                             "magnitude is 65504). Fill with float('-inf') or "
                             "torch.finfo(scores.dtype).min.")
-                return f"in float16 with a causal mask it raised {_short_error(error)}."
+                raise
             if output.dtype != torch.float16:
                 return (f"float16 inputs give a {output.dtype} output: something upcasts; keep "
                         "the computation in the inputs' dtype.")

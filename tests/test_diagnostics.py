@@ -13,6 +13,7 @@ from course_utils.attention import MultiHeadAttention, SelfAttention, scaled_dot
 from course_utils.attention_bugs import (
     BUGS,
     SharedWeightSelfAttention,
+    additive_mask_nan_to_num,
     correct_attention,
     torch_attention,
 )
@@ -317,3 +318,17 @@ def test_the_verdict_counts_what_ran_and_names_what_was_skipped():
     assert report.verdict() == "all 10 probes that ran passed; skipped: shared Q/K/V weights"
     report = d.diagnose(SelfAttention(16, 16, 16))
     assert report.verdict().endswith("skipped: score scale, output = weights @ v")
+
+
+def test_the_backward_only_bug_passes_the_forward_probes_and_poisons_the_gradients():
+    assert d.diagnose(additive_mask_nan_to_num).passed
+    q = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    real = padding_mask([4, 2]).reshape(2, 4)
+    both = real[:, :, None] & real[:, None, :]  # padded queries see no key at all
+    output, _ = additive_mask_nan_to_num(q, q, q, mask=both)
+    assert output.isfinite().all()
+    output[real].sum().backward()
+    assert q.grad.isnan().any(), "the NaN is born in the backward pass"
+    q.grad = None
+    scaled_dot_product_attention(q, q, q, mask=both)[0][real].sum().backward()
+    assert q.grad.isfinite().all()
