@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_utils.checks import require_positive_int
+from course_utils.checks import require_positive_int, require_tensor
 from course_utils.masks import expand_padding_mask, padding_mask
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -140,11 +140,10 @@ def score_asymmetry(weights: torch.Tensor) -> torch.Tensor:
     log w - log wᵀ = c_i - c_j exactly. Returns the largest deviation from that form, one
     number per matrix ``(...,)``: ~1e-7 (float32) or ~1e-15 (float64) for symmetric scores.
     """
-    if not isinstance(weights, torch.Tensor) or weights.dim() < 2 or (
-            weights.shape[-1] != weights.shape[-2]):
-        got = (f"shape {tuple(weights.shape)}" if isinstance(weights, torch.Tensor)
-               else type(weights).__name__)
-        raise ValueError(f"weights should be square attention weights (..., n, n), got {got}")
+    weights = require_tensor("weights", weights, "(..., n, n)")
+    if weights.shape[-1] != weights.shape[-2]:
+        raise ValueError("weights should be square attention weights (..., n, n), got shape "
+                         f"{tuple(weights.shape)}")
     log_w = weights.log()
     antisym = log_w - log_w.transpose(-2, -1)  # (..., n, n)
     row_part = antisym.mean(dim=-1, keepdim=True)  # (..., n, 1): c_i up to a constant

@@ -332,3 +332,13 @@ def test_the_backward_only_bug_passes_the_forward_probes_and_poisons_the_gradien
     q.grad = None
     scaled_dot_product_attention(q, q, q, mask=both)[0][real].sum().backward()
     assert q.grad.isfinite().all()
+
+
+@pytest.mark.parametrize(("weights", "error", "words"), [
+    ([[0.5, 0.5]], TypeError, "weights should be a torch.Tensor"),
+    (torch.ones(3, dtype=torch.long), TypeError, "floating-point"),
+    (torch.rand(4), ValueError, "at least"),
+])
+def test_score_asymmetry_rejects_what_is_not_a_weight_matrix(weights, error, words):
+    with pytest.raises(error, match=words):
+        d.score_asymmetry(weights)

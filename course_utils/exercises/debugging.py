@@ -134,7 +134,8 @@ fix_half_precision_attention = Exercise(
     checker=_check_with_diagnostics,
     reference=_fixed_half_precision_attention,
     hints=(
-        "Run print(diagnose(buggy_half_precision_attention)): two probes fail.",
+        "Run print(diagnose(buggy_half_precision_attention)): read the 'shapes' and 'float16 "
+        "masking' probes; the others fail only because the shapes one does.",
         "With a heads axis, k is (batch, heads, seq_len, d_k): what does transpose(1, 2) swap?",
         "torch.finfo(torch.float16).max is 65504: -1e9 does not fit, float('-inf') does.",
     ),
