@@ -117,17 +117,8 @@ RIGHT = [("einsum, manual softmax, torch.where", einsum_manual_softmax),
          ("torch's F.scaled_dot_product_attention", via_torch_sdpa),
          ("additive -inf mask", additive_inf_mask)]
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is an unhashable
-    dataclass, so it cannot key the ``{exercise: Mutations}`` dict tests/test_exercises.py
-    reads."""
-
-    def items(self):
-        return iter(self)
-
-
-MUTATIONS = _Pairs([
-    (fix_encoder_attention, Mutations(
+MUTATIONS = {
+    fix_encoder_attention: Mutations(
         wrong=[
             ("the buggy code as given", buggy_encoder_attention,
              "columns of the weights sum to 1"),
@@ -149,8 +140,8 @@ MUTATIONS = _Pairs([
             ("weights transposed before @ v", weights_transposed, "it raised RuntimeError"),
         ],
         right=RIGHT,
-    )),
-    (fix_half_precision_attention, Mutations(
+    ),
+    fix_half_precision_attention: Mutations(
         wrong=[
             ("the buggy code as given", buggy_half_precision_attention,
              "does not fit in float16"),
@@ -168,8 +159,8 @@ MUTATIONS = _Pairs([
              "divided by sqrt(n_q)"),
         ],
         right=[*RIGHT, ("float16's own min, -65504", attention(fill=-65504.0))],
-    )),
-])
+    ),
+}
 
 
 def test_every_table_meets_the_course_standard():
