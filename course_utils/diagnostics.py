@@ -231,8 +231,9 @@ class _Subject:
         raise NotImplementedError
 
     def watched_queries(self, layout, positions):
-        """Query positions whose outputs must not move when ``positions`` change under a mask."""
-        raise NotImplementedError
+        """Queries that must not move when the tokens at ``positions`` change under a causal
+        mask: the ones before the first changed position."""
+        return list(range(min(positions))) if positions else []
 
 
 def _redraw(t, positions, generator, sequence):
@@ -271,8 +272,6 @@ class _FunctionSubject(_Subject):
         return q, _redraw(k, positions, generator, sequence), _redraw(v, positions, generator,
                                                                      sequence)
 
-    def watched_queries(self, layout, positions):
-        return list(range(min(positions))) if positions else []
 
 
 class _ModuleSubject(_Subject):
@@ -306,9 +305,6 @@ class _ModuleSubject(_Subject):
     def perturb(self, inputs, positions, generator, sequence=None, with_queries=True):
         return (_redraw(inputs[0], positions, generator, sequence),)
 
-    def watched_queries(self, layout, positions):
-        # In self-attention token j is also query j: only the positions before it must stay.
-        return list(range(min(positions))) if positions else []
 
 
 def _short_error(error: Exception) -> str:
