@@ -160,6 +160,24 @@ def hand_written_softmax(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def additive_mask_nan_to_num(q, k, v, mask=None):
+    """Bug in the backward pass only: -inf added as a mask, NaN rows hidden by nan_to_num.
+
+    A row with no allowed key (a padded query under a query-and-key mask) is all -inf, so
+    its softmax is NaN; ``nan_to_num`` turns the weights into 0 and the forward pass looks
+    fine. The softmax's backward still multiplies by those NaN, and an *added* mask passes
+    that gradient straight back to q and k (``masked_fill`` would have zeroed it): one
+    optimiser step makes W_Q and W_K NaN. diagnose() probes the forward pass and passes it;
+    ``torch.autograd.detect_anomaly()`` finds it. Not in ``BUGS`` for that reason.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        blocked = torch.zeros_like(scores).masked_fill(~mask, float("-inf"))
+        scores = scores + blocked  # BUG (with the next line): -inf rows give NaN gradients
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # hides the NaN, forward only
+    return weights @ v, weights
+
+
 @dataclass(frozen=True)
 class Bug:
     """One gallery entry: what goes wrong, the implementation, and the probe that catches it.

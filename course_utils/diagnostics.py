@@ -8,11 +8,15 @@
   weights ``(..., n_q, n_k)``; or
 - a self-attention *module* whose ``forward(x, mask=None)`` takes x
   ``(batch, seq_len, d_model)`` and returns ``(output, weights)``, weights
-  ``(batch, seq_len, seq_len)`` or ``(batch, heads, seq_len, seq_len)``.
+  ``(batch, seq_len, seq_len)`` or ``(batch, num_heads, seq_len, seq_len)``.
 
 It returns a :class:`Report`: one :class:`Finding` per probe (its name, whether it passed,
-and a message). Every probe draws its inputs from its own seeded generator, so a report
-depends only on the implementation, and the global random state is left alone.
+and a message). A function is probed on two layouts, ``(batch, n_q, d_k)`` with n_q = n_k
+(self-attention, where square shapes hide transposes) and ``(batch, num_heads, n_q, d_k)``
+with n_q ≠ n_k and d_v ≠ d_k, so an axis counted from the front (``dim=2``,
+``q.shape[2]``, ``transpose(1, 2)``) cannot pass. Every probe draws its inputs from its own
+seeded generator, so a report depends only on the implementation, and the global random
+state is left alone.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
+from course_utils.checks import require_positive_int, require_tensor
+from course_utils.masks import expand_padding_mask, padding_mask
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -35,20 +40,24 @@ MASKED_WEIGHTS = "masked weights are 0"
 CAUSAL_LEAK = "causal leak"
 PADDING_LEAK = "padding leak"
 SCORE_SCALE = "score scale"
+OUTPUT_MIX = "output = weights @ v"
 SHARED_QKV = "shared Q/K/V weights"
 NAN_INF = "NaN/inf"
 DTYPE_DEVICE = "dtype and device"
 FLOAT16_MASKING = "float16 masking"
 PROBES = (SHAPES, ROWS_SUM_TO_1, MASKED_WEIGHTS, CAUSAL_LEAK, PADDING_LEAK, SCORE_SCALE,
-          SHARED_QKV, NAN_INF, DTYPE_DEVICE, FLOAT16_MASKING)
+          OUTPUT_MIX, SHARED_QKV, NAN_INF, DTYPE_DEVICE, FLOAT16_MASKING)
 
 # Sizes of the probe inputs: every axis gets a different size, so a transposed or
 # misplaced axis cannot hide behind a square toy example.
 _BATCH, _HEADS, _N_Q, _N_K, _D_K, _D_V = 2, 3, 5, 7, 8, 12
 _SEQ_LEN = 6
-_LENGTHS = (6, 3)  # sequence 1 has 3 real tokens and 3 padding tokens
 _TOLERANCE = 1e-6  # float64 probes: a correct implementation is exact to ~1e-15
 _MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
+_FRONT_AXIS_ADVICE = (
+    "An axis counted from the front (dim=2, q.shape[2], transpose(1, 2)) names another axis "
+    "once a heads axis comes in: count from the end (dim=-1, q.shape[-1], "
+    "transpose(-2, -1)).")
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,10 @@ class Report:
     def failures(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.status == FAIL)
 
+    @property
+    def skipped(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.status == SKIP)
+
     def __getitem__(self, probe: str) -> Finding:
         for finding in self.findings:
             if finding.probe == probe:
@@ -87,11 +100,17 @@ class Report:
         names = ", ".join(repr(f.probe) for f in self.findings)
         raise KeyError(f"no probe named {probe!r}; this report has {names}")
 
+    def verdict(self) -> str:
+        """One line: how many probes ran, how many failed, which were skipped."""
+        ran = len(self.findings) - len(self.skipped)
+        verdict = (f"all {ran} probes that ran passed" if self.passed
+                   else f"{len(self.failures)} of {ran} probes that ran failed")
+        if self.skipped:
+            verdict += f"; skipped: {', '.join(f.probe for f in self.skipped)}"
+        return verdict
+
     def __str__(self) -> str:
-        ran = [f for f in self.findings if f.status != SKIP]
-        verdict = (f"all {len(ran)} probes passed" if self.passed
-                   else f"{len(self.failures)} of {len(ran)} probes failed")
-        lines = [f"diagnose({self.subject}): {verdict}"]
+        lines = [f"diagnose({self.subject}): {self.verdict()}"]
         width = max(len(f.probe) for f in self.findings)
         for finding in self.findings:
             head = f"  {_MARKS[finding.status]} {finding.probe:<{width}}  "
@@ -105,46 +124,167 @@ class Report:
         print(self)
 
 
+class _WrongReturn(Exception):
+    """The implementation returned something other than the pair (output, weights)."""
+
+
+# Set on an exception raised inside the implementation, to tell it from one of diagnose's.
+_RAISED_BY_SUBJECT = "_raised_by_the_diagnosed_code"
+
+
+def score_asymmetry(weights: torch.Tensor) -> torch.Tensor:
+    """How far square attention weights ``(..., n, n)`` are from coming from symmetric scores.
+
+    Symmetric scores, score(i, j) = score(j, i), are what one shared projection for Q and K
+    gives. The softmax adds a constant c_i to row i of the log-weights, so then
+    log w - log wᵀ = c_i - c_j exactly. Returns the largest deviation from that form, one
+    number per matrix ``(...,)``: ~1e-7 (float32) or ~1e-15 (float64) for symmetric scores.
+    """
+    weights = require_tensor("weights", weights, "(..., n, n)")
+    if weights.shape[-1] != weights.shape[-2]:
+        raise ValueError("weights should be square attention weights (..., n, n), got shape "
+                         f"{tuple(weights.shape)}")
+    log_w = weights.log()
+    antisym = log_w - log_w.transpose(-2, -1)  # (..., n, n)
+    row_part = antisym.mean(dim=-1, keepdim=True)  # (..., n, 1): c_i up to a constant
+    residual = antisym - (row_part - row_part.transpose(-2, -1))
+    return residual.abs().amax(dim=(-2, -1))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One shape of probe inputs: leading dims, n_q and n_k."""
+
+    lead: tuple[int, ...]
+    n_q: int
+    n_k: int
+    label: str
+
+    @property
+    def has_heads(self) -> bool:
+        return len(self.lead) == 2
+
+    def causal(self) -> torch.Tensor:
+        """Bool ``(n_q, n_k)``: query i sees keys 0..i."""
+        return torch.ones(self.n_q, self.n_k, dtype=torch.bool).tril()
+
+    def lengths(self) -> list[int]:
+        """Real lengths of the key sequences: the second sequence is half padding."""
+        return [self.n_k, self.n_k // 2] + [self.n_k] * (self.lead[0] - 2)
+
+    def padding(self) -> torch.Tensor:
+        """Key padding mask broadcastable over the scores ``(*lead, n_q, n_k)``."""
+        return expand_padding_mask(padding_mask(self.lengths(), self.n_k),
+                                   with_heads=self.has_heads)
+
+
+_SELF = _Layout((_BATCH,), _SEQ_LEN, _SEQ_LEN, "(batch, seq_len, d_k)")
+_HEADS_LAYOUT = _Layout((_BATCH, _HEADS), _N_Q, _N_K,
+                        "(batch, num_heads, n_q, d_k) with n_q ≠ n_k")
+
+
+def _check_pair(result) -> tuple[torch.Tensor, torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        raise _WrongReturn(
+            f"it returned one tensor of shape {tuple(result.shape)} instead of the pair "
+            "(output, weights): end with `return weights @ v, weights`")
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        what = (f"a {type(result).__name__} of {len(result)} items"
+                if isinstance(result, (tuple, list)) else type(result).__name__)
+        raise _WrongReturn(f"it returned {what} instead of the pair (output, weights): end "
+                           "with `return weights @ v, weights`")
+    if not all(isinstance(t, torch.Tensor) for t in result):
+        kinds = ", ".join(type(t).__name__ for t in result)
+        raise _WrongReturn(f"it returned ({kinds}) instead of two tensors (output, weights)")
+    return tuple(result)
+
+
 class _Subject:
     """What the probes need from an implementation, whether function or module.
 
-    ``inputs`` is a tuple of token tensors ``(batch, seq_len, width)``: (q, k, v) for a
-    function, (x,) for a module. Position j of every one of them is "token j".
+    ``inputs`` is a tuple of tensors: (q, k, v) for a function, (x,) for a module. Key
+    position j of every one of them is "token j".
     """
 
     is_module = False
+    layouts: tuple[_Layout, ...] = ()
 
-    def make_inputs(self, generator, batch, seq_len, dtype, scale=1.0):
+    def make_inputs(self, generator, layout, dtype, scale=1.0):
+        raise NotImplementedError
+
+    def run(self, inputs, mask):
         raise NotImplementedError
 
     def call(self, inputs, mask=None, dtype=torch.float64, device="cpu"):
+        # Clones: an implementation that edits its inputs in place cannot move the baseline.
+        inputs = tuple(t.to(device=device, dtype=dtype, copy=True) for t in inputs)
+        mask = None if mask is None else mask.to(device=device, copy=True)
+        try:
+            result = self.run(inputs, mask)
+        except Exception as error:
+            setattr(error, _RAISED_BY_SUBJECT, True)
+            raise
+        return _check_pair(result)
+
+    def perturb(self, inputs, positions, generator, sequence=None):
+        """New inputs where the keys (and values) at ``positions`` are redrawn."""
         raise NotImplementedError
+
+    def watched_queries(self, layout, positions):
+        """Queries that must not move when the tokens at ``positions`` change under a causal
+        mask: the ones before the first changed position."""
+        return list(range(min(positions))) if positions else []
+
+
+def _redraw(t, positions, generator, sequence):
+    t = t.clone()
+    rows = slice(None) if sequence is None else sequence
+    index = (rows, *([slice(None)] * (t.dim() - 3)), positions)
+    t[index] = torch.randn(t[index].shape, generator=generator, dtype=t.dtype)
+    return t
 
 
 class _FunctionSubject(_Subject):
+    layouts = (_SELF, _HEADS_LAYOUT)
+
     def __init__(self, function: Callable):
         self.function = function
 
-    def make_inputs(self, generator, batch, seq_len, dtype, scale=1.0):
-        widths = (_D_K, _D_K, _D_V)
-        return tuple(scale * torch.randn(batch, seq_len, w, generator=generator, dtype=dtype)
-                     for w in widths)
+    def make_inputs(self, generator, layout, dtype, scale=1.0, d_k=_D_K, d_v=_D_V):
+        sizes = ((layout.n_q, d_k), (layout.n_k, d_k), (layout.n_k, d_v))
+        return tuple(scale * torch.randn(*layout.lead, n, w, generator=generator, dtype=dtype)
+                     for n, w in sizes)
 
-    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu"):
-        q, k, v = (t.to(device=device, dtype=dtype) for t in inputs)
-        return self.function(q, k, v, mask=None if mask is None else mask.to(device))
+    def run(self, inputs, mask):
+        q, k, v = inputs
+        return self.function(q, k, v, mask=mask)
+
+    def perturb(self, inputs, positions, generator, sequence=None, with_queries=False):
+        """Redraw keys and values at ``positions``; also the queries if ``with_queries``.
+
+        Token j of a self-attention is query j too: under a causal mask changing all three
+        must leave the queries before j alone. A padding token's query is not watched by
+        the padding probe of a function, so there only keys and values change.
+        """
+        q, k, v = inputs
+        if with_queries:
+            q = _redraw(q, [p for p in positions if p < q.shape[-2]], generator, sequence)
+        return q, _redraw(k, positions, generator, sequence), _redraw(v, positions, generator,
+                                                                     sequence)
+
 
 
 class _ModuleSubject(_Subject):
     is_module = True
+    layouts = (_SELF,)
 
     def __init__(self, module: nn.Module, d_model: int):
         self.module = module
         self.d_model = d_model
         self._copies: dict = {}
 
-    def make_inputs(self, generator, batch, seq_len, dtype, scale=1.0):
-        return (scale * torch.randn(batch, seq_len, self.d_model, generator=generator,
+    def make_inputs(self, generator, layout, dtype, scale=1.0):
+        return (scale * torch.randn(*layout.lead, layout.n_k, self.d_model, generator=generator,
                                     dtype=dtype),)
 
     def _copy(self, dtype, device):
@@ -155,10 +295,16 @@ class _ModuleSubject(_Subject):
         return self._copies[key]
 
     def call(self, inputs, mask=None, dtype=torch.float64, device="cpu"):
+        self._current = (dtype, device)
+        return super().call(inputs, mask, dtype, device)
+
+    def run(self, inputs, mask):
         (x,) = inputs
-        module = self._copy(dtype, device)
-        return module(x.to(device=device, dtype=dtype),
-                      mask=None if mask is None else mask.to(device))
+        return self._copy(*self._current)(x, mask=mask)
+
+    def perturb(self, inputs, positions, generator, sequence=None, with_queries=True):
+        return (_redraw(inputs[0], positions, generator, sequence),)
+
 
 
 def _short_error(error: Exception) -> str:
@@ -166,25 +312,13 @@ def _short_error(error: Exception) -> str:
     return type(error).__name__
 
 
-def _perturb(inputs, positions, generator, sequence=None):
-    """New inputs where the tokens at ``positions`` (of ``sequence``, or all) are redrawn."""
-    changed = []
-    for t in inputs:
-        t = t.clone()
-        rows = slice(None) if sequence is None else sequence
-        t[rows, positions] = torch.randn(t[rows, positions].shape, generator=generator,
-                                         dtype=t.dtype)
-        changed.append(t)
-    return tuple(changed)
-
-
-def _padding_for(weights: torch.Tensor, lengths=_LENGTHS) -> torch.Tensor:
-    """Key padding mask shaped to broadcast over ``weights`` (3-D or 4-D)."""
-    return expand_padding_mask(padding_mask(list(lengths)), with_heads=weights.dim() == 4)
-
-
 def _max_abs(t: torch.Tensor) -> float:
     return float(t.abs().max()) if t.numel() else 0.0
+
+
+def _sizes(inputs) -> str:
+    names = ("q", "k", "v") if len(inputs) == 3 else ("x",)
+    return ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(names, inputs, strict=True))
 
 
 class _Probes:
@@ -195,13 +329,41 @@ class _Probes:
     def generator(self, offset: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed + offset)
 
-    def self_inputs(self, offset, dtype=torch.float64, scale=1.0):
-        return self.subject.make_inputs(self.generator(offset), _BATCH, _SEQ_LEN, dtype, scale)
+    def inputs(self, offset, layout, dtype=torch.float64, scale=1.0):
+        return self.subject.make_inputs(self.generator(offset), layout, dtype, scale)
 
-    def padding_mask_for_subject(self):
-        inputs = self.self_inputs(0)
-        _, weights = self.subject.call(inputs)
-        return _padding_for(weights)
+    def padding_for(self, layout, offset) -> torch.Tensor:
+        if not self.subject.is_module:
+            return layout.padding()
+        # A module's weights may or may not have a heads axis: ask it.
+        _, weights = self.subject.call(self.inputs(offset, layout))
+        return expand_padding_mask(padding_mask(layout.lengths(), layout.n_k),
+                                   with_heads=weights.dim() == 4)
+
+    def over_layouts(self, name, probe, passed: str, layouts=None) -> Finding:
+        """Run ``probe(layout)`` (a fail message or None) on every layout; first failure wins."""
+        layouts = self.subject.layouts if layouts is None else layouts
+        first = layouts[0]
+        for layout in layouts:
+            try:
+                message = probe(layout)
+            except _WrongReturn:
+                raise
+            except Exception as error:
+                if layout is first or not getattr(error, _RAISED_BY_SUBJECT, False):
+                    raise
+                return Finding(name, FAIL, (
+                    f"right on {first.label} inputs, but with a heads axis it raised "
+                    f"{_short_error(error)} (see the shapes probe)"))
+            if message is None:
+                continue
+            if isinstance(message, Finding):
+                return message
+            if layout is not first:
+                message = (f"right on {first.label} inputs, but with a heads axis and "
+                           f"n_q ≠ n_k, d_v ≠ d_k: {message} {_FRONT_AXIS_ADVICE}")
+            return Finding(name, FAIL, message)
+        return Finding(name, PASS, passed)
 
     # -- shapes -----------------------------------------------------------------------
     def shapes(self) -> Finding:
@@ -210,13 +372,15 @@ class _Probes:
         generator = self.generator(1)
         problems = {}
         for layout, lead in (("(batch, seq_len, d_k)", (_BATCH,)),
-                             ("(batch, heads, seq_len, d_k)", (_BATCH, _HEADS))):
+                             ("(batch, num_heads, seq_len, d_k)", (_BATCH, _HEADS))):
             q = torch.randn(*lead, _N_Q, _D_K, generator=generator, dtype=torch.float64)
             k = torch.randn(*lead, _N_K, _D_K, generator=generator, dtype=torch.float64)
             v = torch.randn(*lead, _N_K, _D_V, generator=generator, dtype=torch.float64)
-            sizes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+            sizes = _sizes((q, k, v))
             try:
-                output, weights = self.subject.function(q, k, v)
+                output, weights = self.subject.call((q, k, v))
+            except _WrongReturn:
+                raise
             except Exception as error:
                 problems[layout] = f"on {sizes} it raised {_short_error(error)}"
                 continue
@@ -230,20 +394,27 @@ class _Probes:
         if not problems:
             return Finding(SHAPES, PASS, "output (..., n_q, d_v) and weights (..., n_q, n_k), "
                                          "with and without a heads axis")
-        with_heads = "(batch, heads, seq_len, d_k)"
+        with_heads, without = "(batch, num_heads, seq_len, d_k)", "(batch, seq_len, d_k)"
         if list(problems) == [with_heads]:
             return Finding(SHAPES, FAIL, (
-                f"works on (batch, seq_len, d_k) inputs, but {problems[with_heads]}. "
-                "Some axis is counted from the front (like k.transpose(1, 2)), which is the "
-                "sequence axis only without heads. Count from the end: k.transpose(-2, -1)."))
+                f"works on {without} inputs, but {problems[with_heads]}. Some axis is counted "
+                "from the front (like k.transpose(1, 2)), which is the sequence axis only "
+                "without heads. Count from the end: k.transpose(-2, -1)."))
+        if list(problems) == [without]:
+            return Finding(SHAPES, FAIL, (
+                f"works with a heads axis, but {problems[without]}. Some axis is counted from "
+                "the front (like k.transpose(2, 3) or dim=3), which exists only with heads. "
+                "Count from the end: k.transpose(-2, -1), softmax(dim=-1)."))
         return Finding(SHAPES, FAIL, (
             "; ".join(problems.values()) + ". Follow the shapes: scores = q @ k.transpose(-2, "
             "-1) is (..., n_q, n_k), softmax keeps it, output = weights @ v is (..., n_q, d_v)."))
 
     def _module_shapes(self) -> Finding:
-        (x,) = self.self_inputs(1)
+        (x,) = self.inputs(1, _SELF)
         try:
             output, weights = self.subject.call((x,))
+        except _WrongReturn:
+            raise
         except Exception as error:
             return Finding(SHAPES, FAIL, f"forward(x) with x {tuple(x.shape)} raised "
                                          f"{_short_error(error)}")
@@ -261,110 +432,131 @@ class _Probes:
 
     # -- normalisation ----------------------------------------------------------------
     def rows_sum_to_1(self) -> Finding:
-        inputs = self.self_inputs(2)
-        _, weights = self.subject.call(inputs)
-        sums = weights.sum(-1)
-        finite = sums.isfinite()  # NaN rows are the NaN/inf probe's business
-        if not torch.allclose(sums[finite], torch.ones_like(sums[finite]), atol=_TOLERANCE):
-            if torch.allclose(weights.sum(-2), torch.ones(()).double(), atol=_TOLERANCE):
-                return Finding(ROWS_SUM_TO_1, FAIL, (
-                    "the columns of the weights sum to 1, not the rows: the softmax "
-                    "normalised over the queries. Use softmax(scores, dim=-1), so each "
-                    "query's weights over the keys sum to 1."))
-            return Finding(ROWS_SUM_TO_1, FAIL, (
-                f"rows sum to between {float(sums[finite].min()):.2f} and "
-                f"{float(sums[finite].max()):.2f}, not 1: the weights are not a softmax over "
-                "the last axis (the keys)"))
-        for name, mask in (("causal", causal_mask(_SEQ_LEN)),
-                           ("padding", _padding_for(weights))):
-            _, masked = self.subject.call(inputs, mask)
-            sums = masked.sum(-1)
-            finite = sums.isfinite()
+        def probe(layout):
+            inputs = self.inputs(2, layout)
+            _, weights = self.subject.call(inputs)
+            sums = weights.sum(-1)
+            finite = sums.isfinite()  # NaN rows are the NaN/inf probe's business
             if not torch.allclose(sums[finite], torch.ones_like(sums[finite]), atol=_TOLERANCE):
-                return Finding(ROWS_SUM_TO_1, FAIL, (
-                    f"without a mask every row sums to 1, but with a {name} mask rows sum to "
-                    f"as little as {float(sums[finite].min()):.2f}: the masked weights were "
-                    "zeroed after the softmax, which breaks the normalisation. Fill the "
-                    "masked *scores* with -inf before the softmax."))
-        return Finding(ROWS_SUM_TO_1, PASS, "every query's weights sum to 1, with and "
-                                            "without causal and padding masks")
+                columns = weights.sum(-2)
+                if torch.allclose(columns, torch.ones_like(columns), atol=_TOLERANCE):
+                    return ("the columns of the weights sum to 1, not the rows: the softmax "
+                            "normalised over the queries. Use softmax(scores, dim=-1), so each "
+                            "query's weights over the keys sum to 1.")
+                return (f"rows sum to between {float(sums[finite].min()):.2f} and "
+                        f"{float(sums[finite].max()):.2f}, not 1: the weights are not a "
+                        "softmax over the last axis (the keys).")
+            for name, mask in (("causal", layout.causal()),
+                               ("padding", self.padding_for(layout, 2))):
+                _, masked = self.subject.call(inputs, mask)
+                sums = masked.sum(-1)
+                finite = sums.isfinite()
+                if not torch.allclose(sums[finite], torch.ones_like(sums[finite]),
+                                      atol=_TOLERANCE):
+                    return (f"without a mask every row sums to 1, but with a {name} mask rows "
+                            f"sum to as little as {float(sums[finite].min()):.2f}: the masked "
+                            "weights were zeroed after the softmax, which breaks the "
+                            "normalisation. Fill the masked *scores* with -inf before the "
+                            "softmax.")
+            return None
+
+        return self.over_layouts(ROWS_SUM_TO_1, probe, "every query's weights sum to 1, with "
+                                 "and without causal and padding masks")
 
     # -- masks ------------------------------------------------------------------------
     def masked_weights(self) -> Finding:
-        inputs = self.self_inputs(3)
-        problems: dict[str, list[str]] = {}  # advice -> the masks it applies to
-        for name, mask in (("causal", causal_mask(_SEQ_LEN)),
-                           ("padding", self.padding_mask_for_subject())):
-            _, weights = self.subject.call(inputs, mask)
-            allowed = mask.expand_as(weights)
-            zero_or_nan = weights.isnan() | (weights.abs() <= _TOLERANCE)
-            if zero_or_nan[~allowed].all():
-                continue
-            if zero_or_nan[allowed].all():
-                advice = ("the weights are 0 exactly where the mask is True: the mask is read "
-                          "the other way round. In this course True = may attend (as in "
-                          "F.scaled_dot_product_attention), so fill where it is False: "
-                          "scores.masked_fill(~mask, float('-inf')).")
-            elif zero_or_nan[~allowed.transpose(-2, -1)].all():
-                advice = ("the zero weights line up with the queries instead of the keys: the "
-                          "mask was broadcast over the wrong axis. A key padding mask "
-                          "(batch, n_k) must become (batch, 1, n_k), pad[:, None, :], not "
-                          "(batch, n_k, 1).")
-            else:
-                leaked = _max_abs(weights[~allowed].nan_to_num())
-                advice = (f"blocked keys still get weights up to {leaked:.2f}: the mask never "
-                          "reaches the scores.")
-            problems.setdefault(advice, []).append(name)
-        if problems:
-            return Finding(MASKED_WEIGHTS, FAIL, " ".join(
+        def probe(layout):
+            inputs = self.inputs(3, layout)
+            problems: dict[str, list[str]] = {}  # advice -> the masks it applies to
+            for name, mask in (("causal", layout.causal()),
+                               ("padding", self.padding_for(layout, 3))):
+                _, weights = self.subject.call(inputs, mask)
+                allowed = mask.expand_as(weights)
+                zero_or_nan = weights.isnan() | (weights.abs() <= _TOLERANCE)
+                if zero_or_nan[~allowed].all():
+                    continue
+                if zero_or_nan[allowed].all():
+                    advice = ("the weights are 0 exactly where the mask is True: the mask is "
+                              "read the other way round. In this course True = may attend (as "
+                              "in F.scaled_dot_product_attention), so fill where it is False: "
+                              "scores.masked_fill(~mask, float('-inf')).")
+                elif layout.n_q == layout.n_k and zero_or_nan[
+                        ~allowed.transpose(-2, -1)].all():
+                    advice = ("the zero weights line up with the queries instead of the keys: "
+                              "the mask was broadcast over the wrong axis. A key padding mask "
+                              "(batch, n_k) must become (batch, 1, n_k), pad[:, None, :], not "
+                              "(batch, n_k, 1).")
+                else:
+                    leaked = _max_abs(weights[~allowed].nan_to_num())
+                    advice = (f"blocked keys still get weights up to {leaked:.2f}: the mask "
+                              "never reaches the scores.")
+                problems.setdefault(advice, []).append(name)
+            if not problems:
+                return None
+            return " ".join(
                 f"with the {' and '.join(names)} mask{'s' if len(names) > 1 else ''}, {advice}"
-                for advice, names in problems.items()))
-        return Finding(MASKED_WEIGHTS, PASS, "blocked keys get weight 0 under causal and "
-                                             "padding masks")
+                for advice, names in problems.items())
+
+        return self.over_layouts(MASKED_WEIGHTS, probe, "blocked keys get weight 0 under "
+                                 "causal and padding masks")
 
     def causal_leak(self) -> Finding:
-        inputs = self.self_inputs(4)
-        mask = causal_mask(_SEQ_LEN)
-        baseline, _ = self.subject.call(inputs, mask)
-        worst = (0.0, None, None)
-        generator = self.generator(40)
-        for j in range(1, _SEQ_LEN):
-            changed, _ = self.subject.call(_perturb(inputs, [j], generator), mask)
-            diff = (changed - baseline)[:, :j]  # positions before the changed token
-            diff = diff[baseline[:, :j].isfinite() & changed[:, :j].isfinite()]
-            size = _max_abs(diff)
-            if size > worst[0]:
-                earliest = int((changed - baseline)[:, :j].abs().amax(dim=(0, 2)).argmax())
-                worst = (size, j, earliest)
-        size, j, earliest = worst
-        if size > _TOLERANCE:
-            return Finding(CAUSAL_LEAK, FAIL, (
-                f"under a causal mask, changing token {j} changed the output at position "
-                f"{earliest} by up to {size:.2f}: information flows from the future. Block the "
-                "future scores with -inf before a softmax over the keys: zero weights alone "
-                "are not enough, a key inside the softmax's denominator still leaks."))
-        return Finding(CAUSAL_LEAK, PASS, "under a causal mask, changing a token never changes "
-                                          "the outputs of the positions before it")
+        def probe(layout):
+            inputs = self.inputs(4, layout)
+            mask = layout.causal()
+            baseline, _ = self.subject.call(inputs, mask)
+            worst = (0.0, None, None)
+            generator = self.generator(40)
+            for j in range(1, layout.n_k):
+                watched = self.subject.watched_queries(layout, [j])[:layout.n_q]
+                if not watched:
+                    continue
+                changed, _ = self.subject.call(
+                    self.subject.perturb(inputs, [j], generator, with_queries=True), mask)
+                diff = (changed - baseline)[..., watched, :]
+                finite = baseline[..., watched, :].isfinite() & changed[..., watched, :].isfinite()
+                size = _max_abs(diff[finite])
+                if size > worst[0]:
+                    per_query = diff.nan_to_num().abs().amax(dim=-1)  # (..., watched)
+                    earliest = int(per_query.reshape(-1, len(watched)).amax(0).argmax())
+                    worst = (size, j, earliest)
+            size, j, earliest = worst
+            if size > _TOLERANCE:
+                return (f"under a causal mask, changing token {j} changed the output at "
+                        f"position {earliest} by up to {size:.2f}: information flows from the "
+                        "future. Block the future scores with -inf before a softmax over the "
+                        "keys: zero weights alone are not enough, a key inside the softmax's "
+                        "denominator still leaks.")
+            return None
+
+        return self.over_layouts(CAUSAL_LEAK, probe, "under a causal mask, changing a token "
+                                 "never changes the outputs of the positions before it")
 
     def padding_leak(self) -> Finding:
-        inputs = self.self_inputs(5)
-        mask = self.padding_mask_for_subject()
-        baseline, _ = self.subject.call(inputs, mask)
-        length = _LENGTHS[1]
-        changed_inputs = _perturb(inputs, list(range(length, _SEQ_LEN)), self.generator(50),
-                                  sequence=1)
-        changed, _ = self.subject.call(changed_inputs, mask)
-        real_before, real_after = baseline[1, :length], changed[1, :length]
-        both_finite = real_before.isfinite() & real_after.isfinite()
-        size = _max_abs((real_after - real_before)[both_finite])
-        if size > _TOLERANCE:
-            return Finding(PADDING_LEAK, FAIL, (
-                f"changing the padding tokens of a sequence of {length} real tokens changed "
-                f"the real tokens' outputs by up to {size:.2f}: padding leaks in. The padding "
-                "mask must reach the scores before the softmax, over the keys, with True = "
-                "real token."))
-        return Finding(PADDING_LEAK, PASS, "changing the padding tokens leaves the real tokens' "
-                                           "outputs unchanged")
+        def probe(layout):
+            inputs = self.inputs(5, layout)
+            mask = self.padding_for(layout, 5)
+            baseline, _ = self.subject.call(inputs, mask)
+            length = layout.lengths()[1]
+            padded = list(range(length, layout.n_k))
+            changed_inputs = self.subject.perturb(inputs, padded, self.generator(50),
+                                                  sequence=1)
+            changed, _ = self.subject.call(changed_inputs, mask)
+            watched = self.subject.watched_queries(layout, padded)
+            if not self.subject.is_module:
+                watched = list(range(layout.n_q))  # cross-attention: no query is padding
+            before, after = baseline[1][..., watched, :], changed[1][..., watched, :]
+            both_finite = before.isfinite() & after.isfinite()
+            size = _max_abs((after - before)[both_finite])
+            if size > _TOLERANCE:
+                return (f"changing the padding keys of a sequence of {length} real tokens "
+                        f"changed the other outputs by up to {size:.2f}: padding leaks in. "
+                        "The padding mask must reach the scores before the softmax, over the "
+                        "keys, with True = real token.")
+            return None
+
+        return self.over_layouts(PADDING_LEAK, probe, "changing the padding tokens leaves the "
+                                 "real tokens' outputs unchanged")
 
     # -- scale ------------------------------------------------------------------------
     def score_scale(self) -> Finding:
@@ -372,47 +564,90 @@ class _Probes:
             return Finding(SCORE_SCALE, SKIP, (
                 "measured on attention functions only: in a module the projections set the "
                 "variance of q and k; diagnose the function the module calls"))
-        d_k, n_q, n_k = 64, 16, 16
-        generator = self.generator(6)
-        q = torch.randn(4, n_q, d_k, generator=generator, dtype=torch.float64)
-        k = torch.randn(4, n_k, d_k, generator=generator, dtype=torch.float64)
-        v = torch.randn(4, n_k, _D_V, generator=generator, dtype=torch.float64)
-        _, weights = self.subject.function(q, k, v)
-        if not torch.allclose(weights.sum(-1), torch.ones(()).double(), atol=_TOLERANCE):
-            return Finding(SCORE_SCALE, SKIP, "the rows do not sum to 1, so the scores cannot "
-                                              "be read back from the weights")
-        # softmax only shifts each row of scores by a constant, so the spread of the
-        # log-weights over the keys is the spread of the scores.
-        variance = float(weights.log().var(dim=-1).mean())
-        if 0.5 < variance < 2:
+        d_k, d_v, n_q, n_k = 64, 40, 16, 24
+        layouts = (_Layout((4,), n_q, n_k, _SELF.label),
+                   _Layout((_BATCH, _HEADS), n_q, n_k, _HEADS_LAYOUT.label))
+        def probe(layout):
+            inputs = self.subject.make_inputs(self.generator(6), layout, torch.float64,
+                                              d_k=d_k, d_v=d_v)
+            _, weights = self.subject.call(inputs)
+            if not torch.allclose(weights.sum(-1), torch.ones(()).double(), atol=_TOLERANCE):
+                return Finding(SCORE_SCALE, SKIP, "the rows do not sum to 1, so the scores "
+                                                  "cannot be read back from the weights")
+            # softmax only shifts each row of scores by a constant, so the spread of the
+            # log-weights over the keys is the spread of the scores.
+            variance = float(weights.log().var(dim=-1).mean())
+            if 0.75 < variance < 1.33:
+                return None
+            # Unit-variance q and k: the variance is d_k / divisor**2. Which size divided?
+            sizes = {"nothing": 1, "d_k": d_k**2, "sqrt(n_q)": n_q, "sqrt(n_k)": n_k,
+                     "sqrt(d_v)": d_v, "sqrt(batch)": layout.lead[0]}
+            if layout.has_heads:
+                sizes["sqrt(num_heads)"] = layout.lead[1]
+            divisor_squared = d_k / variance
+            name = next((name for name, size in sizes.items()
+                         if 0.75 < divisor_squared / size < 1.33), None)
+            if name == "nothing":
+                cause = (f"≈ d_k = {d_k}: the scores were not divided by sqrt(d_k), so the "
+                         "softmax saturates towards one-hot (lesson 03)")
+            elif name == "d_k":
+                cause = "≈ 1/d_k: the scores were divided by d_k instead of sqrt(d_k)"
+            elif name is not None:
+                cause = (f"≈ d_k / {sizes[name]}: the scores were divided by {name} = "
+                         f"sqrt({sizes[name]}) instead of sqrt(d_k) = sqrt({d_k}); take d_k "
+                         "from the last axis, q.shape[-1]")
+            else:
+                cause = "instead of ≈ 1: check the factor 1/sqrt(d_k) on the scores"
+            return (f"for unit-variance q and k with d_k = {d_k}, the scores have variance "
+                    f"{variance:.2f} {cause}.")
+
+        finding = self.over_layouts(SCORE_SCALE, probe, "", layouts)
+        if finding.passed:
             return Finding(SCORE_SCALE, PASS, (
-                f"for unit-variance q and k with d_k = {d_k}, the scores have variance "
-                f"{variance:.2f} ≈ 1"))
-        if 0.5 < variance / d_k < 2:
-            cause = (f"≈ d_k = {d_k}: the scores were not divided by sqrt(d_k), so the softmax "
-                     "saturates towards one-hot (lesson 03)")
-        elif 0.5 < variance * d_k < 2:
-            cause = "≈ 1/d_k: the scores were divided by d_k instead of sqrt(d_k)"
-        else:
-            cause = "instead of ≈ 1: check the factor 1/sqrt(d_k) on the scores"
-        return Finding(SCORE_SCALE, FAIL, (
-            f"for unit-variance q and k with d_k = {d_k}, the scores have variance "
-            f"{variance:.2f} {cause}."))
+                f"for unit-variance q and k with d_k = {d_k}, the scores have variance ≈ 1, "
+                "with and without a heads axis"))
+        return finding
+
+    def output_mix(self) -> Finding:
+        if self.subject.is_module:
+            return Finding(OUTPUT_MIX, SKIP, (
+                "measured on attention functions only: a module's v is made inside it (and "
+                "its output may be projected again)"))
+
+        def probe(layout):
+            inputs = self.inputs(11, layout)
+            v = inputs[2]
+            for mask in (None, layout.causal()):
+                output, weights = self.subject.call(inputs, mask)
+                mixed = weights @ v  # (..., n_q, d_v)
+                if output.shape != mixed.shape:
+                    return (f"the output is {tuple(output.shape)} but weights @ v is "
+                            f"{tuple(mixed.shape)}: return weights @ v.")
+                if torch.allclose(output, mixed, atol=_TOLERANCE, rtol=_TOLERANCE,
+                                  equal_nan=True):
+                    continue
+                ratio = float((output * mixed).sum() / (mixed * mixed).sum())
+                if torch.allclose(output, ratio * mixed, atol=_TOLERANCE, rtol=1e-4):
+                    again = (" That is 1/sqrt(d_k): the scale belongs on the scores only, not "
+                             "on the output too." if abs(ratio * _D_K**0.5 - 1) < 1e-3 else "")
+                    return (f"the output is weights @ v times {ratio:.3g}: return weights @ v "
+                            f"unchanged.{again}")
+                gap = _max_abs((output - mixed).nan_to_num())
+                return (f"the output differs from weights @ v by up to {gap:.2f}: the output "
+                        "must mix the values with exactly the weights returned, "
+                        "output = weights @ v.")
+            return None
+
+        return self.over_layouts(OUTPUT_MIX, probe, "the output is the returned weights times "
+                                 "v, with and without a mask")
 
     # -- shared weights ---------------------------------------------------------------
     def shared_qkv(self) -> Finding:
         if not self.subject.is_module:
             return Finding(SHARED_QKV, SKIP, "applies to modules: a function receives q, k "
                                              "and v already projected")
-        inputs = self.self_inputs(7)
-        _, weights = self.subject.call(inputs)
-        log_w = weights.log()
-        # A shared projection makes the scores symmetric: score(i, j) = score(j, i). The
-        # softmax adds a constant c_i to row i, so log_w - log_wᵀ = c_i - c_j exactly then.
-        antisym = log_w - log_w.transpose(-2, -1)
-        row_part = antisym.mean(dim=-1, keepdim=True)
-        residual = antisym - (row_part - row_part.transpose(-2, -1))
-        asymmetry = residual.abs().amax(dim=(-2, -1))  # one number per (batch, head) matrix
+        _, weights = self.subject.call(self.inputs(7, _SELF))
+        asymmetry = score_asymmetry(weights)  # one number per (batch, head) matrix
         if bool((asymmetry < _TOLERANCE).any()):
             return Finding(SHARED_QKV, FAIL, (
                 "score(i, j) = score(j, i) for every pair of tokens: queries and keys come "
@@ -424,77 +659,84 @@ class _Probes:
 
     # -- numerics ---------------------------------------------------------------------
     def nan_inf(self) -> Finding:
-        cases = [("unit-size inputs", self.self_inputs(8, torch.float32), None),
-                 ("unit-size inputs with a causal mask", self.self_inputs(8, torch.float32),
-                  causal_mask(_SEQ_LEN)),
-                 ("inputs of size 10 (scores in the hundreds)",
-                  self.self_inputs(8, torch.float32, scale=10.0), None)]
-        for name, inputs, mask in cases:
-            output, weights = self.subject.call(inputs, mask, dtype=torch.float32)
-            if not (output.isfinite().all() and weights.isfinite().all()):
-                if mask is None and name.startswith("inputs of size"):
-                    hint = ("exp() overflowed. torch.softmax subtracts each row's maximum "
-                            "before exp(); a hand-written exp(s) / exp(s).sum() does not.")
-                else:
-                    hint = ("look for a row with no visible key (softmax over only -inf "
-                            "is 0/0) or a division by zero.")
-                return Finding(NAN_INF, FAIL, f"NaN or inf in float32 for {name}: {hint}")
-        return Finding(NAN_INF, PASS, "finite in float32, also for scores in the hundreds")
+        def probe(layout):
+            cases = [("unit-size inputs", self.inputs(8, layout, torch.float32), None),
+                     ("unit-size inputs with a causal mask",
+                      self.inputs(8, layout, torch.float32), layout.causal()),
+                     ("inputs of size 10 (scores in the hundreds)",
+                      self.inputs(8, layout, torch.float32, scale=10.0), None)]
+            for name, inputs, mask in cases:
+                output, weights = self.subject.call(inputs, mask, dtype=torch.float32)
+                if not (output.isfinite().all() and weights.isfinite().all()):
+                    if mask is None and name.startswith("inputs of size"):
+                        hint = ("exp() overflowed. torch.softmax subtracts each row's maximum "
+                                "before exp(); a hand-written exp(s) / exp(s).sum() does not.")
+                    else:
+                        hint = ("look for a row with no visible key (softmax over only -inf "
+                                "is 0/0) or a division by zero.")
+                    return f"NaN or inf in float32 for {name}: {hint}"
+            return None
+
+        return self.over_layouts(NAN_INF, probe, "finite in float32, also for scores in the "
+                                 "hundreds")
 
     def dtype_device(self) -> Finding:
-        inputs = self.self_inputs(9)
-        mask = causal_mask(_SEQ_LEN)
-        output, weights = self.subject.call(inputs, mask, dtype=torch.float64)
-        if output.dtype != torch.float64 or weights.dtype != torch.float64:
-            return Finding(DTYPE_DEVICE, FAIL, (
-                f"for float64 inputs the output is {output.dtype} and the weights "
-                f"{weights.dtype}: some tensor made inside has a fixed dtype; create it "
-                "with dtype=q.dtype"))
-        try:  # 'meta' tensors have shapes but no data: a stand-in for a GPU on any machine
-            output, weights = self.subject.call(inputs, mask, device="meta")
-        except Exception as error:
-            return Finding(DTYPE_DEVICE, FAIL, (
-                f"on another device (the data-free 'meta' device stands in for a GPU) it "
-                f"raised {_short_error(error)}: some tensor is made on the CPU inside; create "
-                "it with device=q.device"))
-        if output.device.type != "meta" or weights.device.type != "meta":
-            return Finding(DTYPE_DEVICE, FAIL, (
-                f"for inputs on the 'meta' device the output is on {output.device} and the "
-                f"weights on {weights.device}: results must stay on the inputs' device"))
-        return Finding(DTYPE_DEVICE, PASS, "float64 in, float64 out; results stay on the "
-                                           "inputs' device")
+        def probe(layout):
+            inputs = self.inputs(9, layout)
+            mask = layout.causal()
+            output, weights = self.subject.call(inputs, mask, dtype=torch.float64)
+            if output.dtype != torch.float64 or weights.dtype != torch.float64:
+                return (f"for float64 inputs the output is {output.dtype} and the weights "
+                        f"{weights.dtype}: some tensor made inside has a fixed dtype; create "
+                        "it with dtype=q.dtype.")
+            try:  # 'meta' tensors have shapes but no data: a stand-in for a GPU on any machine
+                output, weights = self.subject.call(inputs, mask, device="meta")
+            except _WrongReturn:
+                raise
+            except Exception as error:
+                return (f"on another device (the data-free 'meta' device stands in for a GPU) "
+                        f"it raised {_short_error(error)}: some tensor is made on the CPU "
+                        "inside; create it with device=q.device.")
+            if output.device.type != "meta" or weights.device.type != "meta":
+                return (f"for inputs on the 'meta' device the output is on {output.device} and "
+                        f"the weights on {weights.device}: results must stay on the inputs' "
+                        "device.")
+            return None
+
+        return self.over_layouts(DTYPE_DEVICE, probe, "float64 in, float64 out; results stay "
+                                 "on the inputs' device")
 
     def float16_masking(self) -> Finding:
-        inputs = self.self_inputs(10, torch.float16)
-        try:
-            output, weights = self.subject.call(inputs, causal_mask(_SEQ_LEN),
-                                                dtype=torch.float16)
-        except Exception as error:
-            if "overflow" in str(error):
-                return Finding(FLOAT16_MASKING, FAIL, (
-                    f"in float16 with a mask it raised {_short_error(error)} about an "
-                    "overflow: a fill like -1e9 does not fit in float16 (its largest "
-                    "magnitude is 65504). Fill with float('-inf') or "
-                    "torch.finfo(scores.dtype).min."))
-            return Finding(FLOAT16_MASKING, FAIL, f"in float16 with a causal mask it raised "
-                                                  f"{_short_error(error)}")
-        if output.dtype != torch.float16:
-            return Finding(FLOAT16_MASKING, FAIL, (
-                f"float16 inputs give a {output.dtype} output: something upcasts; keep the "
-                "computation in the inputs' dtype"))
-        if not (output.isfinite().all() and weights.isfinite().all()):
-            output32, weights32 = self.subject.call(inputs, causal_mask(_SEQ_LEN),
-                                                    dtype=torch.float32)
-            if not (output32.isfinite().all() and weights32.isfinite().all()):
-                return Finding(FLOAT16_MASKING, SKIP, (
-                    "float32 gives NaN/inf on the same inputs too, so the cause is not "
-                    "float16: see the NaN/inf probe"))
-            return Finding(FLOAT16_MASKING, FAIL, (
-                "NaN or inf in float16 with a causal mask: the fill value overflowed float16 "
-                "(largest magnitude 65504). Fill with float('-inf') or "
-                "torch.finfo(scores.dtype).min."))
-        return Finding(FLOAT16_MASKING, PASS, "masking works in float16 and the output stays "
-                                              "float16")
+        def probe(layout):
+            inputs = self.inputs(10, layout, torch.float16)
+            mask = layout.causal()
+            try:
+                output, weights = self.subject.call(inputs, mask, dtype=torch.float16)
+            except _WrongReturn:
+                raise
+            except Exception as error:
+                if "overflow" in str(error):
+                    return (f"in float16 with a mask it raised {_short_error(error)} about an "
+                            "overflow: a fill like -1e9 does not fit in float16 (its largest "
+                            "magnitude is 65504). Fill with float('-inf') or "
+                            "torch.finfo(scores.dtype).min.")
+                raise
+            if output.dtype != torch.float16:
+                return (f"float16 inputs give a {output.dtype} output: something upcasts; keep "
+                        "the computation in the inputs' dtype.")
+            if not (output.isfinite().all() and weights.isfinite().all()):
+                output32, weights32 = self.subject.call(inputs, mask, dtype=torch.float32)
+                if not (output32.isfinite().all() and weights32.isfinite().all()):
+                    return Finding(FLOAT16_MASKING, SKIP, (
+                        "float32 gives NaN/inf on the same inputs too, so the cause is not "
+                        "float16: see the NaN/inf probe"))
+                return ("NaN or inf in float16 with a causal mask: the fill value overflowed "
+                        "float16 (largest magnitude 65504). Fill with float('-inf') or "
+                        "torch.finfo(scores.dtype).min.")
+            return None
+
+        return self.over_layouts(FLOAT16_MASKING, probe, "masking works in float16 and the "
+                                 "output stays float16")
 
 
 def _subject_for(attention, d_model) -> _Subject:
@@ -502,12 +744,13 @@ def _subject_for(attention, d_model) -> _Subject:
         raise TypeError(f"diagnose() needs an instance, got the class {attention.__name__}; "
                         f"build one first, e.g. {attention.__name__}(d_model, ...)")
     if isinstance(attention, nn.Module):
-        d_model = d_model if d_model is not None else getattr(attention, "d_model", None)
-        if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
-            raise ValueError(
-                f"diagnose() could not tell the module's d_model (no .d_model attribute); "
-                f"pass it: diagnose(module, d_model=...), got d_model={d_model!r}")
-        return _ModuleSubject(attention, d_model)
+        if d_model is None:
+            d_model = getattr(attention, "d_model", None)
+            if d_model is None:
+                raise ValueError(
+                    "diagnose() could not tell the module's d_model (no .d_model attribute); "
+                    "pass it: diagnose(module, d_model=...)")
+        return _ModuleSubject(attention, require_positive_int("d_model", d_model))
     if callable(attention):
         if d_model is not None:
             raise ValueError("d_model is only for modules: an attention function receives q, "
@@ -523,28 +766,47 @@ def _name_of(attention) -> str:
     return getattr(attention, "__name__", type(attention).__name__)
 
 
+def _require_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed should be an int >= 0, got {type(seed).__name__} {seed!r}")
+    if not 0 <= seed < 2**62:
+        raise ValueError(f"seed should be an int >= 0 (and below 2**62), got {seed}")
+    return seed
+
+
 def diagnose(attention, d_model: int | None = None, seed: int = 0) -> Report:
     """Run every probe on ``attention`` (a function or a module) and return a Report.
 
-    ``d_model`` is needed only for a module without a ``d_model`` attribute. A probe whose
-    call raises reports the exception as its failure; the other probes still run.
+    ``d_model`` is needed only for a module without a ``d_model`` attribute; ``seed`` picks
+    the probes' random inputs. Bad arguments of ``diagnose`` itself raise TypeError or
+    ValueError. When the implementation raises, that probe fails with the exception's type
+    and the other probes still run; when it returns something other than
+    ``(output, weights)``, every probe says so.
     """
+    seed = _require_seed(seed)
     subject = _subject_for(attention, d_model)
     probes = _Probes(subject, seed)
     runners = {
         SHAPES: probes.shapes, ROWS_SUM_TO_1: probes.rows_sum_to_1,
         MASKED_WEIGHTS: probes.masked_weights, CAUSAL_LEAK: probes.causal_leak,
         PADDING_LEAK: probes.padding_leak, SCORE_SCALE: probes.score_scale,
-        SHARED_QKV: probes.shared_qkv, NAN_INF: probes.nan_inf,
-        DTYPE_DEVICE: probes.dtype_device, FLOAT16_MASKING: probes.float16_masking,
+        OUTPUT_MIX: probes.output_mix, SHARED_QKV: probes.shared_qkv,
+        NAN_INF: probes.nan_inf, DTYPE_DEVICE: probes.dtype_device,
+        FLOAT16_MASKING: probes.float16_masking,
     }
     findings = []
     with torch.no_grad():
         for name in PROBES:
             try:
                 findings.append(runners[name]())
+            except _WrongReturn as wrong:
+                findings.append(Finding(name, FAIL, str(wrong)))
             except Exception as error:
-                findings.append(Finding(name, FAIL, (
-                    f"could not run: calling it raised {_short_error(error)}; fix the "
-                    "first failing probe above and run diagnose() again")))
+                if getattr(error, _RAISED_BY_SUBJECT, False):
+                    message = (f"could not run: calling it raised {_short_error(error)}; fix "
+                               "the first failing probe above and run diagnose() again")
+                else:
+                    message = (f"could not check what it returned ({_short_error(error)}); fix "
+                               "the first failing probe above and run diagnose() again")
+                findings.append(Finding(name, FAIL, message))
     return Report(_name_of(attention), tuple(findings))

@@ -1,7 +1,9 @@
 """One plotting contract for attention weights, used by every lesson.
 
 ``show_heatmaps`` takes a matrix ``(n_q, n_k)``, a stack ``(heads, n_q, n_k)`` or a grid
-``(rows, cols, n_q, n_k)`` (e.g. layers × heads) and draws one heatmap per matrix.
+``(rows, cols, n_q, n_k)`` (e.g. layers × heads) and draws one heatmap per matrix. NaN and
+±inf (what a buggy softmax produces) get a colour of their own and a legend entry, and the
+colour scale is set by the finite values only, so a panel with NaN is never drawn blank.
 """
 
 from __future__ import annotations
@@ -9,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
+from matplotlib.patches import Patch
 
 # Write the numbers into the cells only while they stay readable.
 _MAX_ANNOTATED_CELLS = 100
+# Cells holding NaN or ±inf: a colour no sequential colour map of the course uses.
+NON_FINITE_COLOUR = "#3b7dd8"
 
 
 def _as_grid(matrices) -> torch.Tensor:
@@ -45,7 +51,9 @@ def show_heatmaps(
     """Draw attention weights with token labels and one shared colour bar; return the figure.
 
     ``titles`` names the panels in reading order. ``annotate`` writes each value in its cell
-    (default: when a panel has at most 100 cells).
+    (default: when a panel has at most 100 cells). The colour limits come from the finite
+    values (``vmax`` defaults to their maximum); NaN and ±inf cells are drawn in
+    ``NON_FINITE_COLOUR`` with a legend entry.
     """
     grid = _as_grid(matrices)
     rows, cols, n_q, n_k = grid.shape
@@ -56,7 +64,9 @@ def show_heatmaps(
         raise ValueError(f"titles should have {rows * cols} entries, got {len(titles)}")
     if annotate is None:
         annotate = n_q * n_k <= _MAX_ANNOTATED_CELLS
-    vmax = float(grid.max()) if vmax is None else vmax
+    finite = grid.isfinite()
+    vmin, vmax = _colour_limits(grid[finite], vmin, vmax)
+    colours = plt.get_cmap(cmap).with_extremes(bad=NON_FINITE_COLOUR)
 
     panel_w = min(max(n_k * cell_size, 3.0), 9.0 / cols)
     panel_h = min(max(n_q * cell_size, 2.6), 9.0 / cols * n_q / max(n_k, 1) + 0.6)
@@ -66,7 +76,8 @@ def show_heatmaps(
     )
     for index, ax in enumerate(axes.flat):
         r, c = divmod(index, cols)
-        image = ax.imshow(grid[r, c].numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
+        panel = grid[r, c].numpy()
+        image = ax.imshow(np.ma.masked_invalid(panel), cmap=colours, vmin=vmin, vmax=vmax)
         if titles is not None:
             ax.set_title(titles[index], fontsize=10)
         if xlabels is not None:
@@ -78,11 +89,28 @@ def show_heatmaps(
         if c == 0:
             ax.set_ylabel(ylabel)
         if annotate:
-            threshold = (vmax + (vmin or 0.0)) / 2
+            threshold = (vmax + vmin) / 2
             for i in range(n_q):
                 for j in range(n_k):
-                    value = float(grid[r, c, i, j])
+                    value = float(panel[i, j])
+                    light = not np.isfinite(value) or value > threshold
                     ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
-                            color="white" if value > threshold else "black")
+                            color="white" if light else "black")
     fig.colorbar(image, ax=axes, shrink=0.8)
+    if not finite.all():
+        label = "NaN" if not grid.isinf().any() else ("inf" if not grid.isnan().any()
+                                                      else "NaN or inf")
+        fig.legend(handles=[Patch(color=NON_FINITE_COLOUR, label=label)], loc="outside lower "
+                   "right", fontsize=9, frameon=False)
     return fig
+
+
+def _colour_limits(finite_values: torch.Tensor, vmin, vmax) -> tuple[float, float]:
+    """Finite colour limits: the given ones, else from the finite values, never vmin == vmax."""
+    low = float(finite_values.min()) if finite_values.numel() else 0.0
+    high = float(finite_values.max()) if finite_values.numel() else 1.0
+    vmin = low if vmin is None else float(vmin)
+    vmax = high if vmax is None else float(vmax)
+    if not vmax > vmin:  # all values equal (or limits given the wrong way round)
+        vmax = vmin + 1.0
+    return vmin, vmax

@@ -13,18 +13,11 @@ from course_utils.attention import MultiHeadAttention, SelfAttention, scaled_dot
 from course_utils.attention_bugs import (
     BUGS,
     SharedWeightSelfAttention,
+    additive_mask_nan_to_num,
     correct_attention,
     torch_attention,
 )
-from course_utils.exercises import CORRECT, NOT_ATTEMPTED
-from course_utils.exercises.debugging import (
-    buggy_encoder_attention,
-    buggy_half_precision_attention,
-    fix_encoder_attention,
-    fix_half_precision_attention,
-)
 from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
-from tests.exercise_checks import assert_incorrect
 
 CORRECT_FUNCTIONS = [correct_attention, torch_attention, scaled_dot_product_attention]
 
@@ -43,8 +36,7 @@ EXPECTED_ADVICE = {
 # Bugs that must trip only their own probe: a false alarm elsewhere would send the learner
 # to the wrong place.
 SINGLE_PROBE_BUGS = {"missing 1/sqrt(d_k) scale", "one shared W for Q, K and V",
-                     "K transposed on the wrong dims", "-1e9 fill in float16",
-                     "hand-written softmax"}
+                     "-1e9 fill in float16", "hand-written softmax"}
 
 
 @pytest.mark.parametrize("attention", CORRECT_FUNCTIONS, ids=lambda f: f.__name__)
@@ -61,7 +53,7 @@ def test_correct_functions_pass_every_probe(attention):
 def test_correct_modules_pass_every_probe_they_can_run(module):
     report = d.diagnose(module)
     assert report.passed, str(report)
-    assert [f.probe for f in report.findings if f.status == d.SKIP] == [d.SCORE_SCALE]
+    assert [f.probe for f in report.skipped] == [d.SCORE_SCALE, d.OUTPUT_MIX]
 
 
 def test_torch_wrapper_matches_torch_and_course_attention():
@@ -180,72 +172,173 @@ def test_the_fixed_reference_equals_attention_math():
     torch.testing.assert_close(correct_attention(q, k, v)[1], weights)
 
 
-# -- exercises -----------------------------------------------------------------------------
-@pytest.mark.parametrize("exercise", [fix_encoder_attention, fix_half_precision_attention],
-                         ids=lambda e: e.title)
-def test_reference_solutions_pass(exercise):
-    verdict = exercise.evaluate(exercise.reference)
-    assert verdict.status == CORRECT, verdict.message
+# -- with a heads axis, n_q ≠ n_k and d_v ≠ d_k ------------------------------------------
+def _attention(scale_of, softmax_dim=-1, transpose=(-2, -1), output_factor=1.0):
+    """Attention with one piece swappable: how d_k is read, the softmax axis, the transpose."""
+    def attention(q, k, v, mask=None):
+        scores = q @ k.transpose(*transpose) / math.sqrt(scale_of(q))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=softmax_dim)
+        return output_factor * (weights @ v), weights
+    return attention
 
 
-@pytest.mark.parametrize("exercise", [fix_encoder_attention, fix_half_precision_attention],
-                         ids=lambda e: e.title)
-def test_stub_is_not_attempted(exercise):
-    def stub(q, k, v, mask=None):
-        raise NotImplementedError
-
-    assert exercise.evaluate(stub).status == NOT_ATTEMPTED
+def _d_k(q):
+    return q.shape[-1]
 
 
-def _half_fixed_encoder(q, k, v, mask=None):  # softmax fixed, mask still inverted
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
+def test_softmax_over_dim_2_is_right_without_heads_and_caught_with_them():
+    report = d.diagnose(_attention(_d_k, softmax_dim=2))
+    finding = report[d.ROWS_SUM_TO_1]
+    assert finding.status == d.FAIL, str(report)
+    assert "right on (batch, seq_len, d_k) inputs, but with a heads axis" in finding.message
+    assert "columns of the weights sum to 1" in finding.message and "dim=-1" in finding.message
 
 
-def _finite_fill_too_small(q, k, v, mask=None):  # transpose fixed, a float32-only fill
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(torch.float32).min)
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
+def test_scaling_by_q_shape_2_is_caught_with_a_heads_axis():
+    finding = d.diagnose(_attention(lambda q: q.shape[2]))[d.SCORE_SCALE]
+    assert finding.status == d.FAIL
+    assert "divided by sqrt(n_q)" in finding.message and "q.shape[-1]" in finding.message
 
 
-def _transpose_still_wrong(q, k, v, mask=None):  # fill fixed, transpose still from the front
-    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
-
-
-def _forgot_the_scale(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
-
-
-@pytest.mark.parametrize("exercise, answer, expected", [
-    (fix_encoder_attention, buggy_encoder_attention, "columns of the weights sum to 1"),
-    (fix_encoder_attention, buggy_encoder_attention, "read the other way round"),
-    (fix_encoder_attention, _half_fixed_encoder, "read the other way round"),
-    (fix_encoder_attention, _forgot_the_scale, "not divided by sqrt(d_k)"),
-    (fix_half_precision_attention, buggy_half_precision_attention,
-     "2 probes of diagnose() still fail"),
-    (fix_half_precision_attention, _finite_fill_too_small, "does not fit in float16"),
-    (fix_half_precision_attention, _transpose_still_wrong, "k.transpose(-2, -1)"),
+@pytest.mark.parametrize(("scale_of", "words"), [
+    (lambda q: v_width(q), "divided by sqrt(d_v)"),
+    (lambda q: q.shape[-2], "divided by sqrt(n_q)"),
+    (lambda q: 1.0, "not divided by sqrt(d_k)"),
+    (lambda q: q.shape[-1] ** 2, "divided by d_k instead of sqrt(d_k)"),
 ])
-def test_typical_wrong_answers_get_the_intended_message(exercise, answer, expected):
-    assert_incorrect(exercise, answer, expected)
+def test_the_scale_probe_names_the_size_that_was_used(scale_of, words):
+    finding = d.diagnose(_attention(scale_of))[d.SCORE_SCALE]
+    assert finding.status == d.FAIL and words in finding.message, finding.message
 
 
-def test_a_silent_wrong_output_is_caught_after_the_probes():
-    def half_the_output(q, k, v, mask=None):
+def v_width(q):
+    # The probes use d_v = 40 for d_k = 64 in the scale probe and 12 for d_k = 8 elsewhere.
+    return {64: 40, 8: 12}[q.shape[-1]]
+
+
+def test_k_transposed_from_the_front_of_a_heads_layout_is_caught_without_heads():
+    finding = d.diagnose(_attention(_d_k, transpose=(2, 3)))[d.SHAPES]
+    assert finding.status == d.FAIL and "works with a heads axis, but" in finding.message
+
+
+def test_an_output_divided_again_by_sqrt_d_k_is_caught_by_the_output_probe():
+    report = d.diagnose(_attention(_d_k, output_factor=1 / math.sqrt(8)))
+    assert [f.probe for f in report.failures] == [d.OUTPUT_MIX], str(report)
+    assert "times 0.354" in report[d.OUTPUT_MIX].message
+    assert "scale belongs on the scores" in report[d.OUTPUT_MIX].message
+
+
+def test_an_output_not_made_from_the_returned_weights_is_caught():
+    def other_weights(q, k, v, mask=None):
         output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-        return output / 2, weights
+        return scaled_dot_product_attention(q, k, v, mask=mask, scale=1.0)[0], weights
 
-    assert_incorrect(fix_encoder_attention, half_the_output, "output = weights @ v")
+    finding = d.diagnose(other_weights)[d.OUTPUT_MIX]
+    assert finding.status == d.FAIL and "differs from weights @ v" in finding.message
+
+
+@pytest.mark.parametrize(("result", "words"), [
+    (lambda o, w: o, "returned one tensor of shape"),
+    (lambda o, w: (o, w, w), "a tuple of 3 items instead of the pair (output, weights)"),
+    (lambda o, w: {"output": o}, "returned dict instead of the pair"),
+    (lambda o, w: (o, w.tolist()), "returned (Tensor, list) instead of two tensors"),
+])
+def test_a_function_that_does_not_return_the_pair_is_told_exactly_that(result, words):
+    def attention(q, k, v, mask=None):
+        return result(*scaled_dot_product_attention(q, k, v, mask=mask))
+
+    report = d.diagnose(attention)
+    ran = [f for f in report.findings if f.status != d.SKIP]
+    assert all(f.status == d.FAIL and words in f.message for f in ran), str(report)
+
+
+def test_in_place_edits_of_the_inputs_cannot_fool_the_probes():
+    def in_place(q, k, v, mask=None):
+        q.div_(math.sqrt(q.shape[-1]))  # correct, but it edits the caller's tensor
+        weights = torch.softmax((q @ k.mT).masked_fill(~mask, float("-inf")) if mask is not None
+                                else q @ k.mT, dim=-1)
+        return weights @ v, weights
+
+    report = d.diagnose(in_place)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "words"), [
+    ({"seed": "1"}, TypeError, "seed should be an int >= 0, got str '1'"),
+    ({"seed": 1.5}, TypeError, "seed should be an int >= 0, got float"),
+    ({"seed": True}, TypeError, "got bool"),
+    ({"seed": -1}, ValueError, "seed should be an int >= 0"),
+    ({"seed": 2**64}, ValueError, "below 2**62"),
+])
+def test_bad_arguments_of_diagnose_itself_raise_and_blame_nobody_else(kwargs, error, words):
+    with pytest.raises(error, match=words.replace("*", r"\*")):
+        d.diagnose(correct_attention, **kwargs)
+
+
+@pytest.mark.parametrize(("d_model", "error"), [(0, ValueError), (-3, ValueError),
+                                                (2.0, TypeError), ("16", TypeError)])
+def test_a_bad_d_model_for_a_module_names_d_model(d_model, error):
+    with pytest.raises(error, match="d_model should be a positive int"):
+        d.diagnose(SelfAttention(16, 16, 16), d_model=d_model)
+
+
+@pytest.mark.parametrize("seed", [1, 123])
+def test_any_seed_gives_the_same_verdicts(seed):
+    for attention in (correct_attention, *[bug.build() for bug in BUGS]):
+        statuses = [f.status for f in d.diagnose(attention, seed=seed).findings]
+        assert statuses == [f.status for f in d.diagnose(attention).findings]
+
+
+def test_results_of_the_wrong_shape_are_reported_not_raised():
+    def flat_weights(q, k, v, mask=None):
+        output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        return output, weights.flatten(-2)  # (..., n_q * n_k)
+
+    report = d.diagnose(flat_weights)
+    assert report[d.SHAPES].status == d.FAIL and "the weights are" in report[d.SHAPES].message
+    assert "could not check what it returned" in report[d.MASKED_WEIGHTS].message
+
+
+def test_score_asymmetry_tells_a_shared_projection_from_separate_ones():
+    x = torch.randn(4, 6, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        _, shared = SharedWeightSelfAttention(16, 16)(x)
+        _, separate = SelfAttention(16, 16, 16)(x)
+    assert d.score_asymmetry(shared).shape == (4,)
+    assert (d.score_asymmetry(shared) < 1e-5).all()
+    assert (d.score_asymmetry(separate) > 1e-2).all()
+    with pytest.raises(ValueError, match="square attention weights"):
+        d.score_asymmetry(torch.rand(2, 3, 4))
+
+
+def test_the_verdict_counts_what_ran_and_names_what_was_skipped():
+    report = d.diagnose(correct_attention)
+    assert report.verdict() == "all 10 probes that ran passed; skipped: shared Q/K/V weights"
+    report = d.diagnose(SelfAttention(16, 16, 16))
+    assert report.verdict().endswith("skipped: score scale, output = weights @ v")
+
+
+def test_the_backward_only_bug_passes_the_forward_probes_and_poisons_the_gradients():
+    assert d.diagnose(additive_mask_nan_to_num).passed
+    q = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    real = padding_mask([4, 2]).reshape(2, 4)
+    both = real[:, :, None] & real[:, None, :]  # padded queries see no key at all
+    output, _ = additive_mask_nan_to_num(q, q, q, mask=both)
+    assert output.isfinite().all()
+    output[real].sum().backward()
+    assert q.grad.isnan().any(), "the NaN is born in the backward pass"
+    q.grad = None
+    scaled_dot_product_attention(q, q, q, mask=both)[0][real].sum().backward()
+    assert q.grad.isfinite().all()
+
+
+@pytest.mark.parametrize(("weights", "error", "words"), [
+    ([[0.5, 0.5]], TypeError, "weights should be a torch.Tensor"),
+    (torch.ones(3, dtype=torch.long), TypeError, "floating-point"),
+    (torch.rand(4), ValueError, "at least"),
+])
+def test_score_asymmetry_rejects_what_is_not_a_weight_matrix(weights, error, words):
+    with pytest.raises(error, match=words):
+        d.score_asymmetry(weights)

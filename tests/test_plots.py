@@ -7,10 +7,11 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_utils.plots import show_heatmaps  # noqa: E402
+from course_utils.plots import NON_FINITE_COLOUR, show_heatmaps  # noqa: E402
 
 
 def panels(fig):
@@ -53,3 +54,53 @@ def test_large_matrices_are_not_annotated():
 def test_bad_input_is_explained(kwargs, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         show_heatmaps(**kwargs)
+
+
+def _image(ax):
+    (image,) = ax.get_images()
+    return image
+
+
+def test_nan_cells_get_their_own_colour_a_legend_and_finite_limits():
+    weights = torch.softmax(torch.randn(2, 4, 4), dim=-1)
+    weights[0, :, 2:] = float("nan")  # what a softmax over a row of -inf gives
+    weights[1] = float("nan")  # a panel that is all NaN
+    fig = show_heatmaps(weights)
+    first, second = panels(fig)
+    low, high = _image(first).get_clim()
+    assert low == 0.0 and high == pytest.approx(float(weights[0, :, :2].max()))
+    data = _image(first).get_array()
+    assert data.mask[:, 2:].all() and not data.mask[:, :2].any(), "NaN cells are masked"
+    bad = _image(first).get_cmap().get_bad()
+    assert matplotlib.colors.same_color(bad, NON_FINITE_COLOUR)
+    assert _image(second).get_array().mask.all()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["NaN"]
+    assert "nan" in [t.get_text() for t in first.texts], "annotated NaN cells read 'nan'"
+    plt.close(fig)
+
+
+def test_inf_is_named_in_the_legend_and_finite_input_gets_no_legend():
+    weights = torch.rand(3, 3)
+    fig = show_heatmaps(weights)
+    assert not fig.legends
+    plt.close(fig)
+    weights[0, 0] = float("inf")
+    fig = show_heatmaps(weights)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["inf"]
+    assert np.isfinite(_image(panels(fig)[0]).get_clim()).all()
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("value", [0.0, 0.25, 1.0])
+def test_all_equal_values_get_a_usable_colour_scale(value):
+    fig = show_heatmaps(torch.full((2, 3, 3), value), vmin=None)
+    low, high = _image(panels(fig)[0]).get_clim()
+    assert np.isfinite([low, high]).all() and low == value and high > low
+    plt.close(fig)
+
+
+def test_all_nan_input_still_draws_with_finite_limits():
+    fig = show_heatmaps(torch.full((3, 3), float("nan")))
+    assert np.isfinite(_image(panels(fig)[0]).get_clim()).all()
+    plt.close(fig)

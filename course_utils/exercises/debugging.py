@@ -2,7 +2,10 @@
 
 Each exercise starts from a buggy function (printed in the notebook) with two bugs. The
 checker runs :func:`course_utils.diagnostics.diagnose` on the learner's fix and reports the
-probes that still fail, then compares with the course's attention on a masked input.
+probes that still fail (its float64 probes allow 1e-6), then compares output and weights
+with the course's attention within 1e-5 + 1e-4·|expected| on two masked inputs:
+``(batch, n_q, d_k)`` with a causal mask, and ``(batch, num_heads, n_q, d_k)`` with
+n_q ≠ n_k, d_v ≠ d_k and a key padding mask.
 """
 
 from __future__ import annotations
@@ -13,8 +16,14 @@ import torch
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.diagnostics import diagnose
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close
-from course_utils.masks import causal_mask
+from course_utils.exercises import (
+    _RAISED_BY_LEARNER,
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+)
+from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
 
 
 def buggy_encoder_attention(q, k, v, mask=None):
@@ -59,23 +68,54 @@ def _fixed_half_precision_attention(q, k, v, mask=None):
     return weights @ v, weights
 
 
-def _check_with_diagnostics(answer):
+def _comparison_cases():
     generator = torch.Generator().manual_seed(8)
-    q, k, v = (torch.randn(2, 6, 8, generator=generator, dtype=torch.float64) for _ in range(3))
-    mask = causal_mask(6)
-    result = attempt(answer, q, k, v, mask=mask)
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise Incorrect("return two tensors: return output, weights")
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    yield ("under a causal mask, (batch, n_q, d_k) inputs",
+           (draw(2, 6, 8), draw(2, 6, 8), draw(2, 6, 12)), causal_mask(6))
+    yield ("under a padding mask, (batch, num_heads, n_q, d_k) inputs with n_q ≠ n_k",
+           (draw(2, 3, 5, 8), draw(2, 3, 7, 8), draw(2, 3, 7, 12)),
+           expand_padding_mask(padding_mask([7, 4])))
+
+
+def _require_probes_pass(answer):
     failures = diagnose(answer).failures
-    if failures:
-        listed = " ".join(f"[{f.probe}] {f.message}" for f in failures)
-        count = f"{len(failures)} probe{'s' if len(failures) > 1 else ''}"
-        raise Incorrect(f"{count} of diagnose() still fail{'s' if len(failures) == 1 else ''}: "
-                        f"{listed}")
-    output, weights = result
-    expected_output, expected_weights = scaled_dot_product_attention(q, k, v, mask=mask)
-    expect_close(weights, expected_weights, "weights under a causal mask")
-    expect_close(output, expected_output, "output = weights @ v")
+    if not failures:
+        return
+    # Probes that failed only because the shapes probe did are named, not repeated.
+    echoes = [f.probe for f in failures if f.message.endswith("(see the shapes probe)")]
+    listed = " ".join(f"[{f.probe}] {f.message}" for f in failures if f.probe not in echoes)
+    if echoes:
+        listed += (f" [{', '.join(echoes)}] right without heads, raised with a heads axis "
+                   "(see shapes).")
+    count = f"{len(failures)} probe{'s' if len(failures) > 1 else ''}"
+    raise Incorrect(f"{count} of diagnose() still fail{'s' if len(failures) == 1 else ''}: "
+                    f"{listed}")
+
+
+def _check_with_diagnostics(answer):
+    cases = list(_comparison_cases())
+    _, (q, k, v), mask = cases[0]
+    try:
+        result = attempt(answer, q, k, v, mask=mask)
+    except Exception as error:
+        if getattr(error, _RAISED_BY_LEARNER, False):
+            _require_probes_pass(answer)  # their findings say more than the bare exception
+        raise
+    if isinstance(result, torch.Tensor):
+        raise Incorrect(f"your function returned one tensor of shape {tuple(result.shape)}; "
+                        "return the pair: return weights @ v, weights")
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise Incorrect("return two tensors: return weights @ v, weights")
+    _require_probes_pass(answer)
+    for what, (q, k, v), mask in cases:
+        output, weights = attempt(answer, q, k, v, mask=mask)
+        expected_output, expected_weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        expect_close(weights, expected_weights, f"the weights {what}")
+        expect_close(output, expected_output, f"the output {what}")
 
 
 fix_encoder_attention = Exercise(
@@ -94,7 +134,8 @@ fix_half_precision_attention = Exercise(
     checker=_check_with_diagnostics,
     reference=_fixed_half_precision_attention,
     hints=(
-        "Run print(diagnose(buggy_half_precision_attention)): two probes fail.",
+        "Run print(diagnose(buggy_half_precision_attention)): read the 'shapes' and 'float16 "
+        "masking' probes; the others fail only because the shapes one does.",
         "With a heads axis, k is (batch, heads, seq_len, d_k): what does transpose(1, 2) swap?",
         "torch.finfo(torch.float16).max is 65504: -1e9 does not fit, float('-inf') does.",
     ),
