@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.widgets.explorer import explorer_state, pronoun_example
-from tests.notebooks import NOTEBOOK_DIR, ROOT, lesson_paths
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
