@@ -273,7 +273,8 @@ PREVIOUS_RIGHT = [
 ]
 
 TABLES = {
-    one_head_weights.title: (one_head_weights, Mutations(wrong=ONE_HEAD_WRONG, right=ONE_HEAD_RIGHT)),
+    one_head_weights.title: (one_head_weights,
+                             Mutations(wrong=ONE_HEAD_WRONG, right=ONE_HEAD_RIGHT)),
     previous_token_head.title: (previous_token_head,
                                 Mutations(wrong=PREVIOUS_WRONG, right=PREVIOUS_RIGHT)),
 }
