@@ -150,6 +150,7 @@ def test_tokenizer_equals_the_reference_tokenizers(minilm, reference_tokenizers,
         assert tokenizer.encode(text) == ids
         assert tokenizer.tokens(text) == reference.convert_ids_to_tokens(ids)
     assert tokenizer.encode(text)[0] == 101 and tokenizer.encode(text)[-1] == 102
+    assert [tokenizer.id_to_token(i) for i in tokenizer.encode(text)] == tokenizer.tokens(text)
 
 
 def test_batch_equals_the_reference_padding(minilm, reference_tokenizers):
