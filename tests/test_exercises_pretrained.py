@@ -113,6 +113,10 @@ def _scores_only(x, attention_mask, attn, head):
     return (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(~attention_mask[:, None, :], 0)
 
 
+def _zeroed_padded_queries(x, attention_mask, attn, head):
+    return _wrong_head()(x, attention_mask, attn, head) * attention_mask[:, :, None]
+
+
 def _int_weights(x, attention_mask, attn, head):
     return (_wrong_head()(x, attention_mask, attn, head) * 100).long()
 
@@ -135,6 +139,7 @@ ONE_HEAD_WRONG = [
     ("filled with 0 instead of -inf", _wrong_head(fill=0.0), "padded keys get weight"),
     ("every head returned", _all_heads, "holds every head"),
     ("result transposed", _transposed_result, "the result is transposed"),
+    ("padded queries zeroed too", _zeroed_padded_queries, "padded queries' rows are all 0"),
     ("scores, no softmax", _scores_only, "not 1: are these the scores"),
     ("integer tensor", _int_weights, "floating-point tensor"),
     ("NaN", lambda x, m, attn, head: torch.full((x.shape[0], x.shape[1], x.shape[1]), math.nan),

@@ -143,6 +143,14 @@ def _check_one_head_weights(answer):
         expect_finite(result, "the weights")
         if torch.allclose(result, expected.double(), atol=1e-5, rtol=1e-4):
             continue
+        real_rows = attention_mask[:, :, None].expand_as(expected)  # rows of real queries
+        if (torch.allclose(result[real_rows], expected.double()[real_rows], atol=1e-5, rtol=1e-4)
+                and (result[~real_rows] == 0).all()):
+            raise Incorrect(
+                "the padded queries' rows are all 0: only keys are masked, and a padded query "
+                "still attends to the real keys as the model computes it; give those rows the "
+                "same softmax as any other"
+            )
         if torch.allclose(result.transpose(-2, -1), expected.double(), atol=1e-5, rtol=1e-4):
             raise Incorrect("the result is transposed: row i should be query i's weights "
                             "over the keys, (batch, n_q, n_k)")
