@@ -8,6 +8,7 @@ only when a requirements or constraints file changed.
     test [ARGS]      lint, then run the whole test suite (pytest ARGS)
     execute [NB...]  re-execute notebooks in place exactly as CI validates them
     sync             write the Colab badges and setup cells (see course_utils/colab.py)
+    site             build the offline course website into build/site/ (see tools/site.py)
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main(argv: list[str]) -> int:
         ensure_chromium()
         python = _bin(VENV, "python")
         _run(python, "-m", "ruff", "check", ".")
+        _run(python, "-m", "tools.site")  # tests/test_site.py checks the site in Chromium
         return subprocess.run([python, "-m", "pytest", *args]).returncode
     if command == "execute":
         dev_env()
@@ -100,6 +102,9 @@ def main(argv: list[str]) -> int:
     if command == "sync":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
+    if command == "site":
+        dev_env()
+        return subprocess.run([_bin(VENV, "python"), "-m", "tools.site"]).returncode
     print(__doc__)
     return 0 if command in ("help", "-h", "--help") else 2
 
