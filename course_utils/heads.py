@@ -17,6 +17,7 @@ from torch import nn
 
 from course_utils.attention import MultiHeadAttention
 from course_utils.checks import require_positive_int
+from course_utils.training import fit
 
 # Target for "previous digit" at position 0, which has no previous token; the loss skips it.
 NO_TARGET = -100
@@ -153,16 +154,15 @@ def train_two_relation_model(
     torch.manual_seed(seed)
     data = torch.Generator().manual_seed(seed)
     model = TwoRelationModel(d_model, num_heads, seq_len=seq_len)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss(ignore_index=NO_TARGET)
-    for _ in range(steps):
+
+    def loss_at_step(step):
         batch = make_two_relation_batch(batch_size, seq_len, generator=data)
         previous_logits, partner_logits, _ = model(batch.letters, batch.digits)
         loss = loss_fn(previous_logits.flatten(0, 1), batch.previous_digit.flatten())
-        loss = loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        return loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
+
+    fit(model, loss_at_step, steps, lr=lr)
     test_data = torch.Generator().manual_seed(10_000 + seed)
     test = make_two_relation_batch(1000, seq_len, generator=test_data)
     return model, two_relation_accuracy(model, test)

@@ -1,4 +1,4 @@
-"""The one setup call every lesson makes after its imports, and the thread setting it uses."""
+"""What every lesson uses: the setup call, the thread setting, and ``claim`` for checked prose."""
 
 from __future__ import annotations
 
@@ -35,3 +35,22 @@ def setup(seed: int = 0) -> None:
     np.set_printoptions(precision=3, suppress=True, linewidth=100)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"seed {seed}, device {device}, 1 torch thread (every lesson runs on a CPU)")
+
+
+def claim(holds, statement: str) -> None:
+    """Check a claim the lesson's prose makes and print it as a line the learner reads.
+
+    ``holds`` is a bool (or a one-element bool tensor); ``statement`` says what the lesson
+    claims, in its own words. A claim that holds prints ``✓ statement``; one that does not
+    stops the lesson with an AssertionError naming the claim, so prose cannot go stale.
+    """
+    if isinstance(holds, torch.Tensor):
+        if holds.numel() != 1:
+            raise ValueError(f"claim() needs one truth value, got a tensor of shape "
+                             f"{tuple(holds.shape)}; use .all() or .any()")
+        holds = bool(holds.item())
+    if not isinstance(holds, (bool, np.bool_)):
+        raise TypeError(f"claim() needs a bool, got {type(holds).__name__}")
+    if not holds:
+        raise AssertionError(f"✗ the lesson claims: {statement} — but the code says otherwise")
+    print(f"✓ {statement}")

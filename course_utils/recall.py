@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import require_positive_int
+from course_utils.training import fit
 
 
 @dataclass(frozen=True)
@@ -133,22 +134,15 @@ def train(model: nn.Module, task: RecallTask, steps: int, batch_size: int = 64,
     distance, so one run trains every distance at once. Gradients are clipped to
     ``max_grad_norm``, the usual guard for recurrent networks.
     """
-    require_positive_int("steps", steps)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     log_lengths = (math.log(2), math.log(task.max_len + 1))
-    model.train()
-    losses = []
-    for _ in range(steps):
+
+    def loss_at_step(step):
         seq_len = int(math.exp(torch.empty(()).uniform_(*log_lengths, generator=generator)))
         tokens, targets, _ = task.batch(batch_size, seq_len=min(seq_len, task.max_len),
                                         generator=generator)
-        loss = nn.functional.cross_entropy(model(tokens), targets)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+        return nn.functional.cross_entropy(model(tokens), targets)
+
+    return fit(model, loss_at_step, steps, lr=lr, max_grad_norm=max_grad_norm)
 
 
 @torch.no_grad()

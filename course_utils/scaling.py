@@ -20,6 +20,7 @@ from torch import nn
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import require_positive_int, require_tensor
+from course_utils.training import fit
 
 SCALE_RULES = ("none", "sqrt", "linear")
 SCALE_LABELS = {"none": "no scaling (× 1)", "sqrt": "× 1/√d_k", "linear": "× 1/d_k"}
@@ -233,16 +234,12 @@ def train_recall(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
     task = KeyValueRecallTask(seed=seed)
     torch.manual_seed(seed)
     model = RecallModel(task.d_model, d_k, task.n_values, scaled)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
+
+    def loss_at_step(step):
         x, target = task.batch(batch)
-        loss = nn.functional.cross_entropy(model(x), target)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+        return nn.functional.cross_entropy(model(x), target)
+
+    return fit(model, loss_at_step, steps, lr=lr)
 
 
 def training_comparison(d_ks: Sequence[int], seeds: Sequence[int], steps: int = 200) -> dict:

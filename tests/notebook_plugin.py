@@ -8,24 +8,17 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.notebooks import NOTEBOOK_DIR, excluded_cells, lesson_paths, read
+from tools.lessons import NOTEBOOK_DIR, excluded_cells, lesson_paths, read, stated_run_time
 
-STATED_RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s on 2 CPU cores\.")
 # Headers are measured on a loaded machine; allow noise but not a lesson twice as slow.
 ALLOWED_OVERRUN = (1.5, 10.0)  # factor, seconds: fail when above both
 
 _seconds_per_notebook: dict[str, float] = defaultdict(float)
-
-
-def stated_run_time(path: Path) -> int | None:
-    match = STATED_RUN_TIME.search(read(path).cells[0].source)
-    return int(match.group(1)) if match else None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -41,7 +41,7 @@ from course_utils.widgets.explorer import (
     synthetic_attentions,
     weight_matrix,
 )
-from tests.notebooks import NOTEBOOK_DIR, ROOT, lesson_paths
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

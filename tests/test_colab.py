@@ -14,9 +14,9 @@ import sys
 import pytest
 
 import course_utils
-from course_utils.colab import SOURCE_VARIABLE, badge, colab_url, setup_cell_source
-from tests.notebook_runner import execute
-from tests.notebooks import ROOT, lesson_paths, read
+from tools.colab import SOURCE_VARIABLE, badge, colab_url, setup_cell_source
+from tools.execute import execute
+from tools.lessons import ROOT, lesson_paths, read
 
 LESSONS = lesson_paths()
 COLAB_PYTHON = ROOT / ".venv-colab" / ("Scripts" if os.name == "nt" else "bin") / "python"
@@ -40,7 +40,7 @@ def test_badge_points_at_its_own_notebook(path):
 def test_first_code_cell_is_the_setup_cell(path):
     first_code = next(c for c in read(path).cells if c.cell_type == "code")
     assert first_code.source == setup_cell_source(), (
-        f"{path.name}: setup cell differs from course_utils.colab; run python3 tools/course.py sync"
+        f"{path.name}: setup cell differs from tools/colab.py; run python3 tools/course.py sync"
     )
 
 

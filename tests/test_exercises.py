@@ -1,15 +1,32 @@
-"""The exercise framework's three outcomes; lesson 02's exercises, right and wrong answers."""
+"""The exercise framework, and every exercise of the course walked through its registry.
+
+Lesson 02's exercise tables are further down (the other lessons' sit in their own files)."""
 
 from __future__ import annotations
 
+import importlib
 import math
+import random
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from course_utils.exercises import CORRECT, INCORRECT, NOT_ATTEMPTED, Exercise, Incorrect, attempt
+from course_utils.exercises import (
+    CHECKER_FAILED,
+    CORRECT,
+    INCORRECT,
+    NOT_ATTEMPTED,
+    Exercise,
+    Incorrect,
+    all_exercises,
+    as_number,
+    attempt,
+    expect_close,
+)
 from course_utils.exercises.qkv import attention_from_qkv, project_qkv
-from tests.exercise_checks import assert_incorrect
+from tests.exercise_checks import assert_correct, assert_incorrect
 
 
 def _double_checker(answer):
@@ -61,9 +78,49 @@ def test_solution_shows_the_reference_code(capsys):
     assert "return x @ w_q, x @ w_k, x @ w_v" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("exercise", [project_qkv, attention_from_qkv], ids=lambda e: e.title)
-def test_reference_solutions_pass(exercise):
-    assert exercise.evaluate(exercise.reference).status == CORRECT
+EXERCISES = all_exercises()
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_reference_passes_and_every_stub_is_not_attempted(key):
+    exercise = EXERCISES[key]
+    assert_correct(exercise, exercise.reference)
+    assert exercise.evaluate(_stub).status == NOT_ATTEMPTED
+    assert exercise.evaluate(lambda *args, **kwargs: None).status == NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_checking_leaves_the_learners_random_state_alone(key):
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    expected = random.random(), np.random.rand(), torch.rand(()).item()
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    EXERCISES[key].evaluate(EXERCISES[key].reference)
+    assert (random.random(), np.random.rand(), torch.rand(()).item()) == expected
+
+
+def _mutation_tables():
+    """Every ``MUTATIONS`` table of tests/test_exercises_*.py, as rows for parametrize."""
+    rows = []
+    for path in sorted(Path(__file__).parent.glob("test_exercises_*.py")):
+        module = importlib.import_module(f"tests.{path.stem}")
+        for exercise, table in getattr(module, "MUTATIONS", {}).items():
+            rows += [pytest.param(exercise, answer, words, id=f"{exercise.title}: {name}")
+                     for name, answer, words in table.wrong]
+            rows += [pytest.param(exercise, answer, None, id=f"{exercise.title}: ok {name}")
+                     for name, answer in table.right]
+    return rows
+
+
+@pytest.mark.parametrize(("exercise", "answer", "words"), _mutation_tables())
+def test_mutation_tables_wrong_rejected_with_their_message_right_accepted(exercise, answer, words):
+    if words is None:
+        assert_correct(exercise, answer)
+    else:
+        assert_incorrect(exercise, answer, words)
 
 
 @pytest.mark.parametrize(
@@ -107,3 +164,76 @@ def _transposed_weights(q, k, v):
 )
 def test_attention_from_qkv_catches_typical_mistakes(answer, words):
     assert_incorrect(attention_from_qkv, answer, words)
+
+
+def test_an_error_of_the_checker_is_never_blamed_on_the_learner():
+    def broken_checker(answer):
+        attempt(answer, 1)
+        raise RuntimeError("Double did not match Float")
+
+    verdict = Exercise("broken", broken_checker, lambda x: x).evaluate(lambda x: x)
+    assert verdict.status == CHECKER_FAILED
+    assert "not in your answer" in verdict.message and "your code raised" not in verdict.message
+
+
+def test_an_error_of_the_learners_code_is_reported_as_theirs():
+    def checker(answer):
+        try:
+            attempt(answer, 1)
+        except ZeroDivisionError:  # a checker may still catch the learner's error itself
+            raise Incorrect("caught: division by zero") from None
+
+    assert Exercise("ok", checker, lambda x: x).evaluate(lambda x: 1 / 0).message == (
+        "caught: division by zero")
+    verdict = double.evaluate(lambda x: [][1])
+    assert verdict.status == INCORRECT and "your code raised IndexError" in verdict.message
+
+
+def test_the_learner_gets_clones_so_in_place_edits_cannot_move_the_expected_values():
+    original = torch.ones(3)
+
+    def checker(answer):
+        attempt(answer, original)
+        if not torch.equal(original, torch.ones(3)):
+            raise Incorrect("the checker's tensor was modified")
+
+    assert_correct(Exercise("in place", checker, lambda t: t.mul_(2)), lambda t: t.mul_(2))
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (torch.tensor([1.0, float("nan")]), "contains NaN"),
+        (torch.tensor([1.0, float("inf")]), "contains inf"),
+        (torch.tensor([1, 2]), "floating-point"),
+        (torch.tensor([1.0, 2.5]), "off by up to 0.5"),
+        (torch.tensor([1.0]), "shape (2,)"),
+        ([1.0, 2.0], "torch.Tensor"),
+    ],
+)
+def test_expect_close_rejects_non_finite_wrong_dtype_and_wrong_values(value, words):
+    with pytest.raises(Incorrect, match=words.replace("(", r"\(").replace(")", r"\)")):
+        expect_close(value, torch.tensor([1.0, 2.0]), "x")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_expect_close_accepts_any_float_dtype_within_the_stated_tolerance(dtype):
+    expect_close(torch.tensor([1.0, 2.0], dtype=dtype), torch.tensor([1.0, 2.0]), "x")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(3, 3.0), (2.5, 2.5), (torch.tensor(1.5), 1.5), (np.float32(0.5), 0.5)],
+)
+def test_as_number_accepts_python_numpy_and_one_element_tensors(value, expected):
+    assert as_number(value, "x") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [(float("nan"), "not a finite"), (float("inf"), "not a finite"), ("3", "a number"),
+     (True, "a number"), (torch.ones(2), "one number")],
+)
+def test_as_number_rejects_nan_inf_and_non_numbers(value, words):
+    with pytest.raises(Incorrect, match=words):
+        as_number(value, "x")

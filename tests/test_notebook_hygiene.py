@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from tests.notebook_plugin import stated_run_time
-from tests.notebooks import ROOT, lesson_paths, read
+from tools.lessons import ROOT, lesson_paths, read, stated_run_time
 
 LESSONS = lesson_paths()
 

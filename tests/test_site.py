@@ -22,9 +22,9 @@ import nbformat
 import pytest
 
 from course_utils.widgets.explorer import explorer_state, pronoun_example
-from tests.notebooks import NOTEBOOK_DIR, ROOT, lesson_paths
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, _require_chromium
 from tools import site
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
 
 LATENCY_CLICKS = 20
 LATENCY_TARGET_MS = 50

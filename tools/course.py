@@ -7,7 +7,7 @@ only when a requirements or constraints file changed.
     lab              open notebooks/ in JupyterLab
     test [ARGS]      lint, then run the whole test suite (pytest ARGS)
     execute [NB...]  re-execute notebooks in place exactly as CI validates them
-    sync             write the Colab badges and setup cells (see course_utils/colab.py)
+    sync             write the Colab badges and setup cells (see tools/colab.py)
     site             build the offline course website into build/site/ (see tools/site.py)
 """
 
@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
         dev_env()
         notebooks = args or sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
         return subprocess.run(
-            [_bin(VENV, "python"), "-m", "tests.notebook_runner", *notebooks]
+            [_bin(VENV, "python"), "-m", "tools.execute", *notebooks]
         ).returncode
     if command == "sync":
         dev_env()

@@ -34,9 +34,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.colab import colab_url
-from tests.notebook_plugin import stated_run_time
-from tests.notebooks import NOTEBOOK_DIR, ROOT, lesson_paths
+from tools.colab import colab_url
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths, stated_run_time
 
 SITE_CONFIG = ROOT / "site"
 SOURCE = ROOT / "build" / "site-src"

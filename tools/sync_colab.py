@@ -1,4 +1,4 @@
-"""Write the Colab badge and setup cell from course_utils.colab into every lesson and the README.
+"""Write the Colab badge and setup cell from tools/colab.py into every lesson and the README.
 
     python3 tools/course.py sync
 
@@ -13,9 +13,8 @@ import sys
 
 import nbformat
 
-from course_utils.colab import badge, setup_cell_source
-from tests.notebook_plugin import stated_run_time
-from tests.notebooks import ROOT, lesson_paths, read
+from tools.colab import badge, setup_cell_source
+from tools.lessons import ROOT, lesson_paths, read, stated_run_time
 
 BADGE_LINE = re.compile(r"^\[!\[Open In Colab\].*$", re.M)
 SETUP_MARKER = "# Setup: on Colab"

@@ -1,22 +1,35 @@
 """A small exercise framework in the spirit of Kaggle's learntools.
 
 Each exercise is data: a checker that runs the learner's function, hints in order, and a
-reference solution. ``check()`` keeps three outcomes apart and never raises into the
-notebook: not attempted, incorrect (with a reason to act on), correct.
+reference solution. ``check()`` keeps four outcomes apart and never raises into the
+notebook: not attempted, incorrect (with a reason to act on), correct, and the rare case
+where the checker itself failed (reported as the course's bug, never as the learner's).
+
+Checkers call the learner's code only through :func:`attempt`, which hands over clones of
+the inputs (so in-place edits cannot change what the checker compares against) and tells
+the learner's exceptions apart from the checker's own. ``evaluate`` restores Python's,
+NumPy's and torch's global random state, so checking never reseeds the learner's session.
+Every exercise registers itself: :func:`all_exercises` lists them for the tests.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
 import inspect
+import pkgutil
+import random
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 NOT_ATTEMPTED = "not attempted"
 INCORRECT = "incorrect"
 CORRECT = "correct"
+CHECKER_FAILED = "checker failed"
 
 
 class Incorrect(Exception):
@@ -27,22 +40,46 @@ class _NotAttempted(Exception):
     pass
 
 
+# Set on an exception raised inside the learner's code, so that ``evaluate`` can tell it
+# apart from an exception of the checker (checkers may still catch it, e.g. RuntimeError).
+_RAISED_BY_LEARNER = "_raised_by_learners_code"
+
+
 @dataclass(frozen=True)
 class Verdict:
     status: str
     message: str
 
     def __str__(self) -> str:
-        mark = {CORRECT: "✓ Correct", INCORRECT: "✗ Incorrect", NOT_ATTEMPTED: "… Not attempted"}
+        mark = {CORRECT: "✓ Correct", INCORRECT: "✗ Incorrect",
+                NOT_ATTEMPTED: "… Not attempted", CHECKER_FAILED: "⚠ Checker failed"}
         return f"{mark[self.status]}: {self.message}"
 
 
+def _cloned(value):
+    """A copy of ``value`` the learner may modify freely (tensors cloned, containers copied)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple, dict)):
+        return copy.deepcopy(value)
+    return value
+
+
 def attempt(answer: Callable, *args, **kwargs):
-    """Call the learner's function; a stub (None or NotImplementedError) means not attempted."""
+    """Call the learner's function on clones of the arguments.
+
+    A stub (``None`` returned or ``NotImplementedError`` raised) means not attempted; any
+    other exception is the learner's and is reported as such.
+    """
+    args = tuple(_cloned(arg) for arg in args)
+    kwargs = {name: _cloned(value) for name, value in kwargs.items()}
     try:
         result = answer(*args, **kwargs)
     except NotImplementedError:
         raise _NotAttempted from None
+    except Exception as error:
+        setattr(error, _RAISED_BY_LEARNER, True)
+        raise
     if result is None:
         raise _NotAttempted
     return result
@@ -56,12 +93,63 @@ def expect_shape(value, shape: Sequence[int], what: str) -> None:
         raise Incorrect(f"{what} should have shape {tuple(shape)}, got {tuple(value.shape)}")
 
 
-def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5) -> None:
-    """Raise Incorrect unless ``value`` matches ``expected`` in shape and within ``atol``."""
+def expect_finite(value: torch.Tensor, what: str) -> None:
+    """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here)."""
+    if value.is_floating_point() and not torch.isfinite(value).all():
+        bad = "NaN" if torch.isnan(value).any() else "inf"
+        raise Incorrect(f"{what} contains {bad}; look for a division by zero, a softmax over a "
+                        "row with no allowed key, or -inf that reached a sum")
+
+
+def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
+                 rtol: float = 1e-4) -> None:
+    """Raise Incorrect unless ``value`` matches ``expected`` within ``atol + rtol·|expected|``.
+
+    Any floating dtype is accepted (both sides are compared in float64); an integer or bool
+    tensor where floats are expected, another device, or NaN/inf get their own message.
+    """
     expect_shape(value, expected.shape, what)
-    if not torch.allclose(value.to(expected.dtype), expected, atol=atol):
-        gap = (value.to(expected.dtype) - expected).abs().max().item()
+    if expected.is_floating_point() and not value.is_floating_point():
+        raise Incorrect(f"{what} should be a floating-point tensor, got dtype {value.dtype}")
+    if value.device != expected.device:
+        raise Incorrect(f"{what} is on {value.device}, expected {expected.device}")
+    expect_finite(value, what)
+    got, want = value.detach().double(), expected.detach().double()
+    if not torch.allclose(got, want, atol=atol, rtol=rtol):
+        gap = (got - want).abs().max().item()
         raise Incorrect(f"{what} has the right shape but its values are off by up to {gap:.3g}")
+
+
+def as_number(value, what: str) -> float:
+    """The learner's scalar answer as a finite float, or Incorrect saying what came."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise Incorrect(f"{what} should be one number, got a tensor of shape "
+                            f"{tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise Incorrect(f"{what} should be a number, got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise Incorrect(f"{what} is {value}, not a finite number")
+    return value
+
+
+class _GlobalRandomState:
+    """Save and restore Python's, NumPy's and torch's global random generators."""
+
+    def __enter__(self):
+        self._states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+    def __exit__(self, *exc):
+        python, numpy_state, torch_state = self._states
+        random.setstate(python)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        return False
+
+
+_REGISTRY: dict[str, Exercise] = {}
 
 
 @dataclass
@@ -74,21 +162,32 @@ class Exercise:
     hints: Sequence[str] = field(default_factory=tuple)
     _hints_given: int = field(default=0, init=False, repr=False)
 
+    def __post_init__(self):
+        _REGISTRY[f"{self.checker.__module__}:{self.title}"] = self
+
     def evaluate(self, answer) -> Verdict:
         """Return the verdict for ``answer`` without printing."""
         if answer is None:
             return Verdict(NOT_ATTEMPTED, f"write your solution for '{self.title}' first")
-        try:
-            self.checker(answer)
-        except _NotAttempted:
-            return Verdict(
-                NOT_ATTEMPTED,
-                "your function still returns None or raises NotImplementedError",
-            )
-        except Incorrect as reason:
-            return Verdict(INCORRECT, str(reason))
-        except Exception as error:  # the learner's code failed: report it, don't raise
-            return Verdict(INCORRECT, f"your code raised {type(error).__name__}: {error}")
+        with _GlobalRandomState():
+            try:
+                self.checker(answer)
+            except _NotAttempted:
+                return Verdict(
+                    NOT_ATTEMPTED,
+                    "your function still returns None or raises NotImplementedError",
+                )
+            except Incorrect as reason:
+                return Verdict(INCORRECT, str(reason))
+            except Exception as error:
+                if getattr(error, _RAISED_BY_LEARNER, False):
+                    return Verdict(INCORRECT, f"your code raised {type(error).__name__}: {error}")
+                # Anything else is a bug of the course, not of the answer.
+                return Verdict(
+                    CHECKER_FAILED,
+                    f"the checker itself failed ({type(error).__name__}: {error}). This is a "
+                    "bug in the course, not in your answer: please report it.",
+                )
         return Verdict(CORRECT, f"'{self.title}' works")
 
     def check(self, answer) -> None:
@@ -106,3 +205,10 @@ class Exercise:
     def solution(self) -> None:
         """Print the source code of the reference solution."""
         print(textwrap.dedent(inspect.getsource(self.reference)))
+
+
+def all_exercises() -> dict[str, Exercise]:
+    """Every exercise of the course, ``{"module:title": exercise}`` (imports all modules)."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return dict(_REGISTRY)

@@ -1,7 +1,8 @@
-"""Where the lessons live and how their cells are marked, shared by the notebook tests."""
+"""The catalogue of lessons: where they live, their stated run time, which cells are excluded."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -10,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 # Cell tags that exclude a cell's output from nbval's comparison.
 EXCLUDING_TAGS = {"nbval-ignore-output", "nbval-skip"}
+STATED_RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s on 2 CPU cores\.")
 
 
 def lesson_paths() -> list[Path]:
@@ -19,6 +21,12 @@ def lesson_paths() -> list[Path]:
 
 def read(path: Path) -> nbformat.NotebookNode:
     return nbformat.read(path, as_version=4)
+
+
+def stated_run_time(path: Path) -> int | None:
+    """The run time in seconds that a lesson's first cell states, or None."""
+    match = STATED_RUN_TIME.search(read(path).cells[0].source)
+    return int(match.group(1)) if match else None
 
 
 def excluded_cells(notebook: nbformat.NotebookNode) -> int:

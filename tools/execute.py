@@ -4,7 +4,7 @@ One fresh kernel per notebook, started in the notebook's own folder (as nbval do
 run top to bottom; the saved file keeps no timing metadata and no widget state, so a
 re-run changes the file only where an output really changed.
 
-    python -m tests.notebook_runner notebooks/02_qkv_projections.ipynb [...]
+    python -m tools.execute notebooks/02_qkv_projections.ipynb [...]
 """
 
 from __future__ import annotations

@@ -1,0 +1,45 @@
+"""The one training loop of the course: Adam on a loss the caller computes per step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from course_utils.checks import require_positive_int
+
+
+def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: int,
+        lr: float = 3e-3, max_grad_norm: float | None = None,
+        lr_at_step: Callable[[int], float] | None = None) -> list[float]:
+    """Train ``model`` with Adam for ``steps`` steps; return the loss of every step.
+
+    ``loss_at_step(step)`` draws that step's batch and returns the scalar loss, so every
+    lesson keeps its own data and loss while sharing the optimiser code. Gradients are
+    clipped to ``max_grad_norm`` when given (the usual guard for recurrent networks);
+    ``lr_at_step(step)`` multiplies ``lr`` when given (e.g. a warm-up schedule).
+    """
+    steps = require_positive_int("steps", steps)
+    if not (isinstance(lr, (int, float)) and lr > 0):
+        raise ValueError(f"lr should be a positive number, got {lr!r}")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    schedule = (torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at_step)
+                if lr_at_step is not None else None)
+    model.train()
+    losses = []
+    for step in range(steps):
+        loss = loss_at_step(step)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise ValueError("loss_at_step(step) should return a scalar loss tensor, got "
+                             f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
+        optimizer.zero_grad()
+        loss.backward()
+        if max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        optimizer.step()
+        if schedule is not None:
+            schedule.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
