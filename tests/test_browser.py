@@ -175,15 +175,22 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="module")
-def browser(lab):
+def chromium():
+    """One Chromium for the module (playwright allows one sync instance at a time)."""
+    _require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield launched
         finally:
-            chromium.close()
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab, chromium):
+    return chromium
 
 
 @pytest.fixture
@@ -465,16 +472,8 @@ def shown_column(page, root: str = ".attn-explorer") -> dict:
 # --- the explorer's features on a plain page (no JupyterLab needed: it has no kernel) -------
 
 @pytest.fixture(scope="module")
-def plain_browser():
-    _require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def plain_browser(chromium):
+    return chromium
 
 
 @contextlib.contextmanager
