@@ -145,7 +145,10 @@ def vendor_mathjax(static: Path) -> None:
         staging = CACHE / "unpacking"
         shutil.rmtree(staging, ignore_errors=True)
         with tarfile.open(tarball) as archive:
-            archive.extractall(staging, filter="data")
+            try:
+                archive.extractall(staging, filter="data")  # refuses links and odd paths
+            except TypeError:  # a Python older than 3.10.12 / 3.11.4 has no filters
+                archive.extractall(staging)
         shutil.rmtree(unpacked, ignore_errors=True)
         (staging / "package").rename(unpacked)
         shutil.rmtree(staging)
