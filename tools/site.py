@@ -36,6 +36,7 @@ import nbformat
 
 from tools.colab import colab_url
 from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths, stated_run_time
+from tools.sync_colab import SETUP_MARKER
 
 SITE_CONFIG = ROOT / "site"
 SOURCE = ROOT / "build" / "site-src"
@@ -76,6 +77,9 @@ def prepare_notebook(path: Path, target: Path, badge_image: str) -> nbformat.Not
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = cell.source.replace(COLAB_BADGE_IMAGE, badge_image)
+        if cell.cell_type == "code" and cell.source.startswith(SETUP_MARKER):
+            # Colab's install step means nothing to a reader of the page: fold it away.
+            cell.metadata.setdefault("tags", []).append("hide-input")
         for output in cell.get("outputs", []):
             if WIDGET_MIME in output.get("data", {}):
                 output["data"] = {"text/html": WIDGET_NOTE, "text/plain": "(widget)"}
