@@ -423,8 +423,8 @@ def _explorer_html(payload: dict, fallback: str) -> str:
         f'<div class="attn-explorer" id="{element_id}">'
         f'<style>{EXPLORER_CSS}</style>'
         f'<div class="attn-explorer-fallback">{fallback}'
-        '<p><i>This is a picture of the explorer\'s opening state: it becomes interactive '
-        'in JupyterLab, Colab or on the course website.</i></p></div>'
+        '<p><i>This is the explorer\'s opening state as text: run the cell in JupyterLab '
+        'or Colab, or read the lesson on the course website, to use it.</i></p></div>'
         f'<script type="application/json" class="attn-explorer-data">{data}</script>'
         f'<script>{EXPLORER_JS}</script></div>'
     )
