@@ -606,3 +606,13 @@ def test_explorer_model_view_in_chromium(plain_browser, tmp_path):
                                                               abs=6e-4)
         # No steps and no toggles: a real model's weights come as they are.
         assert root.locator(".attn-explorer-steps, .attn-explorer-causal").count() == 0
+
+
+def test_explorer_shows_odd_tokens_literally(plain_browser, tmp_path):
+    tokens = ["<b>", "a&b", "</script>", '"q"']
+    explorer = ModelExplorer(tokens, synthetic_attentions(1, 2, 4))
+    with page_with(plain_browser, tmp_path, explorer) as page:
+        shown_tokens = page.evaluate(
+            "() => [...document.querySelectorAll('.attn-explorer-token')].map(b => b.textContent)")
+        assert shown_tokens == tokens
+        assert page.locator(".attn-explorer-row b").first.text_content() == '"q"'
