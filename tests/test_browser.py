@@ -616,3 +616,39 @@ def test_explorer_shows_odd_tokens_literally(plain_browser, tmp_path):
             "() => [...document.querySelectorAll('.attn-explorer-token')].map(b => b.textContent)")
         assert shown_tokens == tokens
         assert page.locator(".attn-explorer-row b").first.text_content() == '"q"'
+
+
+def test_explorer_editing_a_query_recomputes_its_row_as_python_does(plain_browser, tmp_path):
+    from course_utils.exercises.explorer import with_query_of_it
+    from course_utils.widgets.explorer import round_example
+
+    explorer = AttentionExplorer(round_example())
+    edit = {"noun": 2, "inanimate": 5.5, "animate": 0, "quality": 1.5}
+    edited = with_query_of_it(edit)  # the same sentence, "it" looking for the ball
+    with page_with(plain_browser, tmp_path, explorer) as page:
+        root = page.locator(".attn-explorer")
+        for feature, value in edit.items():
+            root.locator(f".attn-explorer-feature[data-feature='{feature}']").fill(str(value))
+        assert "(edited)" in root.locator(".attn-explorer-editor-word").text_content()
+        for causal, temperature in ((False, 1.0), (True, TEMPERATURES[-2])):
+            if causal:
+                root.locator(".attn-explorer-causal").click()
+                root.locator(".attn-explorer-temperature").evaluate(
+                    "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }",
+                    str(len(TEMPERATURES) - 2))
+            state = explorer_state(edited, causal=causal, temperature=temperature)
+            shown = row_of(page)
+            assert shown["weights"] == pytest.approx(state.weights, abs=6e-4)
+            assert shown["entropy"] == pytest.approx(state.entropy, abs=6e-4)
+            steps, expected = steps_shown(page), computation_steps(
+                edited, causal=causal, temperature=temperature)
+            assert as_numbers(steps["cells"]["scores"]) == pytest.approx(list(expected.scores))
+            assert steps["output"] == pytest.approx(expected.output, abs=6e-4)
+        # Another word's row is still the precomputed one; reset brings back the original.
+        root.locator(".attn-explorer-token").nth(1).click()
+        assert row_of(page)["weights"] == pytest.approx(explorer_state(
+            round_example(), 1, causal=True, temperature=TEMPERATURES[-2]).weights, abs=6e-4)
+        root.locator(".attn-explorer-token").nth(edited.default_query).click()
+        root.locator(".attn-explorer-reset").click()
+        assert row_of(page)["weights"] == pytest.approx(explorer_state(
+            round_example(), causal=True, temperature=TEMPERATURES[-2]).weights, abs=6e-4)

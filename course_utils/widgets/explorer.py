@@ -22,7 +22,10 @@ Why self-contained HTML and not an ipywidget (the choice, on the evidence):
 The price: the front end cannot ask Python for a state that was not precomputed. So the
 explorer precomputes every combination its controls reach (causal mask x scale x a grid
 of temperatures, per prepared sentence; every layer and head of a model), and a new
-sentence needs a kernel: build an ``AttentionExample`` and display a new explorer.
+sentence needs a kernel: build an ``AttentionExample`` and display a new explorer. The
+one exception: the reader may edit the hand-set query of a word in the page; that row
+alone is recomputed by the script (q·k, scale, mask, softmax, weighted sum), and the
+browser tests compare it with this module's numbers.
 
 Three layers, so that everything but the clicking is testable without a browser:
 
@@ -483,6 +486,7 @@ class AttentionExplorer:
                 "query": self.state.query if number == 0 else example.default_query,
                 "d_k": example.d_k,
                 "scores": _rounded(example.queries @ example.keys.T),  # (n_q, n_k)
+                "queries": _rounded(example.queries), "keys": _rounded(example.keys),
                 "values": _rounded(example.value_vectors),  # (n_k, d_v)
                 "value_names": list(example.feature_names) if example.feature_names else None,
                 "states": states,

@@ -65,7 +65,7 @@ EXPLORER_JS = r"""
   var init = data.initial || {};
   var S = {s: 0, q: data.sentences[0].query, hq: null, hk: null, hcell: null,
            causal: !!init.causal, scaled: init.scaled !== false, t: init.t || 0,
-           layer: init.layer || 0, head: init.head || 0, step: 4};
+           layer: init.layer || 0, head: init.head || 0, step: 4, edits: {}};
   var STEP_NAMES = ['scores q·k', '× scale', 'mask', 'softmax', 'weighted sum of values'];
   var SVG = 'http://www.w3.org/2000/svg';
   var ui = {};
@@ -89,8 +89,41 @@ EXPLORER_JS = r"""
   function tokens() { return sentence().tokens; }
   function current() {  // {w: (n_q, n_k) weights, h: (n_q,) entropies, out: (n_q, d_v)}
     var x = sentence();
-    if (toy) { return x.states['c' + (+S.causal) + 's' + (+S.scaled)][S.t]; }
-    return {w: x.maps[S.layer][S.head], h: x.h[S.layer][S.head], out: null};
+    if (!toy) { return {w: x.maps[S.layer][S.head], h: x.h[S.layer][S.head], out: null}; }
+    var st = x.states['c' + (+S.causal) + 's' + (+S.scaled)][S.t];
+    var edited = Object.keys(S.edits);
+    if (!edited.length) { return st; }
+    // Rows whose query the reader edited: the only numbers computed in the page.
+    var copy = {w: st.w.slice(), h: st.h.slice(), out: st.out.slice()};
+    edited.forEach(function (key) {
+      var q = Number(key), row = editedRow(q);
+      copy.w[q] = row.w; copy.h[q] = row.h; copy.out[q] = row.out;
+    });
+    return copy;
+  }
+  function scoreRow(q) {  // q·k for every key: edited query, or the precomputed scores
+    var x = sentence(), edited = S.edits[q];
+    if (!edited) { return x.scores[q]; }
+    return x.keys.map(function (key) {
+      var dot = 0;
+      for (var d = 0; d < key.length; d++) { dot += key[d] * edited[d]; }
+      return dot;
+    });
+  }
+  function editedRow(q) {  // softmax(scores × scale, masked) as the course computes it
+    var x = sentence(), c = scale(), logits = scoreRow(q).map(function (s, k) {
+      return hidden(q, k) ? -Infinity : s * c;
+    });
+    var top = Math.max.apply(null, logits), total = 0;
+    var e = logits.map(function (l) { var v = Math.exp(l - top); total += v; return v; });
+    var w = e.map(function (v) { return v / total; }), h = 0;
+    w.forEach(function (v) { if (v > 0) { h -= v * Math.log(v); } });
+    var out = x.values[0].map(function (_, d) {
+      var sum = 0;
+      for (var k = 0; k < w.length; k++) { sum += w[k] * x.values[k][d]; }
+      return sum;
+    });
+    return {w: w, h: h, out: out};
   }
   function query() { return S.hq !== null ? S.hq : S.q; }
   function colour(w) { return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')'; }
@@ -114,7 +147,7 @@ EXPLORER_JS = r"""
       });
       pick.value = String(S.s);
       pick.addEventListener('change', function () {
-        S.s = Number(pick.value); S.q = sentence().query; build();
+        S.s = Number(pick.value); S.q = sentence().query; S.edits = {}; build();
       });
       controls.appendChild(pick);
     }
@@ -175,6 +208,7 @@ EXPLORER_JS = r"""
     lower.appendChild(ui.columnBox);
     app.appendChild(lower);
     if (toy && data.steps) { app.appendChild(buildSteps()); }
+    if (toy && sentence().value_names) { app.appendChild(buildEditor()); }
     if (!toy) { app.appendChild(buildModelView()); }
     update();
   }
@@ -272,6 +306,38 @@ EXPLORER_JS = r"""
     return box;
   }
 
+  function buildEditor() {
+    var box = el('div', 'attn-explorer-editorbox');
+    box.appendChild(el('b', null, 'Edit what the query looks for: '));
+    ui.editorWord = el('span', 'attn-explorer-editor-word');
+    box.appendChild(ui.editorWord);
+    var reset = el('button', 'attn-explorer-reset', 'back to the hand-set vectors');
+    reset.addEventListener('click', function () { S.edits = {}; update(); });
+    box.appendChild(reset);
+    var grid = el('div', 'attn-explorer-controls');
+    ui.features = sentence().value_names.map(function (name, d) {
+      var label = el('label', null, name + ' ');
+      var input = el('input', 'attn-explorer-feature');
+      input.type = 'number'; input.step = '0.5'; input.style.width = '4.5em';
+      input.setAttribute('data-feature', name);
+      input.addEventListener('input', function () {
+        var value = Number(input.value);
+        if (input.value === '' || !isFinite(value)) { return; }
+        var q = S.q, vector = (S.edits[q] || sentence().queries[q]).slice();
+        vector[d] = value;
+        S.edits[q] = vector;
+        update();
+      });
+      label.appendChild(input); grid.appendChild(label);
+      return input;
+    });
+    box.appendChild(grid);
+    box.appendChild(el('div', 'attn-explorer-note',
+      'The query of the clicked word, feature by feature. Rows you edit are computed in ' +
+      'the page (q·k, scale, mask, softmax); all other numbers come from Python.'));
+    return box;
+  }
+
   function buildModelView() {
     var x = sentence(), n = x.tokens.length;
     var box = el('div', 'attn-explorer-modelbox');
@@ -328,6 +394,14 @@ EXPLORER_JS = r"""
     if (ui.cells) { paintHeatmap(w, q); }
     ui.columnBox.innerHTML = columnHtml(w);
     if (ui.steps) { drawSteps(st, q); }
+    if (ui.features) {
+      var vector = S.edits[S.q] || sentence().queries[S.q];
+      ui.editorWord.textContent = '"' + tokens()[S.q] + '"' +
+        (S.edits[S.q] ? ' (edited)' : '');
+      ui.features.forEach(function (input, d) {
+        if (document.activeElement !== input) { input.value = String(vector[d]); }
+      });
+    }
     if (ui.thumbs) {
       ui.thumbs.forEach(function (c) {
         c.classList.toggle('attn-explorer-selected',
@@ -448,7 +522,7 @@ EXPLORER_JS = r"""
           esc(h) + '</th>';
       }).join('') + '</tr>'];
     for (var j = 0; j < n; j++) {
-      var s = x.scores[q][j], cells = [num(s), num(s * c),
+      var s = scoreRow(q)[j], cells = [num(s), num(s * c),
         hidden(q, j) ? '−∞' : num(s * c), st.w[q][j].toFixed(3)];
       var kinds = ['scores', 'scaled', 'masked', 'weights'];
       html.push('<tr><td style="text-align: left;">' + esc(words[j]) + '</td>' +
