@@ -30,7 +30,17 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.widgets.explorer import explorer_state, pronoun_example
+from course_utils.widgets.explorer import (
+    TEMPERATURES,
+    AttentionExplorer,
+    ModelExplorer,
+    computation_steps,
+    explorer_state,
+    pronoun_example,
+    round_example,
+    synthetic_attentions,
+    weight_matrix,
+)
 from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -45,7 +55,7 @@ SERVER_START_TIMEOUT_S = 90
 RUN_ALL_TIMEOUT_S = 180  # a lesson runs in at most 60 s; the rest is slack for a busy CI box
 WIDGET_RENDER_TIMEOUT_S = 30
 LATENCY_CLICKS = 12
-LATENCY_TARGET_MS = 150
+LATENCY_TARGET_MS = 50
 # Settings of this server only (its own JUPYTER_CONFIG_DIR): never save notebooks, render
 # every cell (windowing would leave off-screen cells out of the page), no news pop-ups.
 LAB_SETTINGS = {
@@ -165,15 +175,22 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="module")
-def browser(lab):
+def chromium():
+    """One Chromium for the module (playwright allows one sync instance at a time)."""
+    _require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield launched
         finally:
-            chromium.close()
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab, chromium):
+    return chromium
 
 
 @pytest.fixture
@@ -420,6 +437,14 @@ def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, c
     assert shown(page)["max"] > max_scaled
     assert_shows(page, explorer_state(example, it, causal=True, scaled=False))
 
+    # Hovering a key shows its column: the weight every query gives it.
+    ball = example.index("ball")
+    explorer.locator(".attn-explorer-line-key").nth(ball).hover()
+    column = shown_column(page)
+    assert column["key"] == ball
+    expected = weight_matrix(example, causal=True, scaled=False)[:, ball].tolist()
+    assert column["weights"] == pytest.approx(expected, abs=6e-4)
+
     # Click-to-update latency: from the click to the new row being in the page.
     n = len(example.tokens)
     targets = [(it + 1 + step) % n for step in range(LATENCY_CLICKS)]  # never the current one
@@ -433,3 +458,197 @@ def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, c
     page.close()
     assert_not_saved(lab, EXPLORER_NOTEBOOK, committed)
     assert median <= LATENCY_TARGET_MS, f"median click-to-update latency {median:.0f} ms"
+
+
+def shown_column(page, root: str = ".attn-explorer") -> dict:
+    return page.evaluate("""(root) => {
+        const column = document.querySelector(root).querySelector('.attn-explorer-column');
+        return {key: Number(column.dataset.key),
+                weights: [...column.querySelectorAll('.attn-explorer-colweight')]
+                    .map(s => Number(s.textContent))};
+    }""", root)
+
+
+# --- the explorer's features on a plain page (no JupyterLab needed: it has no kernel) -------
+
+@pytest.fixture(scope="module")
+def plain_browser(chromium):
+    return chromium
+
+
+@contextlib.contextmanager
+def page_with(browser, tmp_path: Path, *explorers) -> Iterator:
+    """A file:// page holding the explorers' outputs; fails on errors or any fetch."""
+    path = tmp_path / "explorer.html"
+    path.write_text("<!doctype html><html><head><meta charset='utf-8'></head><body>"
+                    + "<hr>".join(e._repr_html_() for e in explorers) + "</body></html>")
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    errors, requests = [], []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: requests.append(request.url))
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".attn-explorer .attn-explorer-row")
+        yield page
+        assert not errors, errors
+        assert requests == [path.as_uri()], f"the explorer fetched something: {requests}"
+    finally:
+        context.close()
+
+
+def row_of(page, root: str = ".attn-explorer") -> dict:
+    return page.evaluate("""(root) => {
+        const row = document.querySelector(root).querySelector('.attn-explorer-row');
+        return {query: Number(row.dataset.query), layer: Number(row.dataset.layer),
+                head: Number(row.dataset.head), temperature: Number(row.dataset.temperature),
+                weights: [...row.querySelectorAll('.attn-explorer-weight')]
+                    .map(s => Number(s.textContent)),
+                entropy: Number(row.querySelector('.attn-explorer-entropy').textContent)};
+    }""", root)
+
+
+def steps_shown(page) -> dict:
+    return page.evaluate("""() => {
+        const table = document.querySelector('.attn-explorer-steps-table');
+        const cells = {};
+        table.querySelectorAll('td.attn-explorer-step').forEach(td => {
+            (cells[td.dataset.step] = cells[td.dataset.step] || []).push(td.textContent);
+        });
+        return {query: Number(table.dataset.query), step: Number(table.dataset.step), cells,
+                output: [...document.querySelectorAll('.attn-explorer-output')]
+                    .map(s => Number(s.textContent))};
+    }""")
+
+
+def as_numbers(texts: list[str]) -> list[float]:
+    return [float("-inf") if text == "−∞" else float(text) for text in texts]
+
+
+def test_explorer_features_in_chromium(plain_browser, tmp_path):
+    example = pronoun_example()
+    explorer = AttentionExplorer(example, sentences=[round_example()])
+    with page_with(plain_browser, tmp_path, explorer) as page:
+        root = page.locator(".attn-explorer")
+        assert row_of(page)["weights"] == pytest.approx(explorer_state(example).weights,
+                                                        abs=6e-4)
+        # Hover previews a row; leaving returns to the clicked query.
+        root.locator(".attn-explorer-token").nth(2).hover()
+        assert row_of(page)["query"] == 2
+        root.locator(".attn-explorer-causal").hover()
+        assert row_of(page)["query"] == example.default_query
+        # The heatmap outlines the same query row as the lines view shows.
+        outlined = page.evaluate("""() => [...document.querySelectorAll(
+            '.attn-explorer-heatmap tr')].findIndex(tr =>
+            tr.classList.contains('attn-explorer-query-row')) - 1""")
+        assert outlined == example.default_query
+        # Hover a key (lines view, then heatmap column): its column, lines into it.
+        for hover in (root.locator(".attn-explorer-line-key").nth(1),
+                      root.locator(".attn-explorer-heatmap th.attn-explorer-key").nth(1)):
+            hover.hover()
+            column = shown_column(page)
+            assert column["key"] == 1
+            assert column["weights"] == pytest.approx(weight_matrix(example)[:, 1].tolist(),
+                                                      abs=6e-4)
+        assert root.locator(".attn-explorer-heatmap td.attn-explorer-key-col").count() == 9
+        # Steps: every intermediate number of the query's row, as computation_steps has it.
+        root.locator(".attn-explorer-causal").click()
+        steps, expected = steps_shown(page), computation_steps(example, causal=True)
+        assert steps["step"] == 4 and steps["query"] == example.default_query
+        for name in ("scores", "scaled", "masked", "weights"):
+            assert as_numbers(steps["cells"][name]) == pytest.approx(
+                list(getattr(expected, name)), abs=6e-4), name
+        assert steps["output"] == pytest.approx(expected.output, abs=6e-4)
+        for _ in range(3):
+            root.locator(".attn-explorer-step-prev").click()
+        steps = steps_shown(page)
+        assert steps["step"] == 1 and set(steps["cells"]["masked"]) == {"·"}
+        assert steps["output"] == []
+        # Temperature: the row and its entropy follow the slider.
+        for index in (0, len(TEMPERATURES) - 1):
+            root.locator(".attn-explorer-temperature").evaluate(
+                "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }", str(index))
+            state = explorer_state(example, causal=True, temperature=TEMPERATURES[index])
+            shown = row_of(page)
+            assert shown["temperature"] == TEMPERATURES[index]
+            assert shown["weights"] == pytest.approx(state.weights, abs=6e-4)
+            assert shown["entropy"] == pytest.approx(state.entropy, abs=6e-4)
+        # Another prepared sentence.
+        root.locator(".attn-explorer-sentence").select_option("1")
+        assert page.evaluate("() => [...document.querySelectorAll('.attn-explorer-token')]"
+                             ".map(b => b.textContent)") == list(round_example().tokens)
+        state = explorer_state(round_example(), causal=True, temperature=TEMPERATURES[-1])
+        assert row_of(page)["weights"] == pytest.approx(state.weights, abs=6e-4)
+
+
+def test_explorer_model_view_in_chromium(plain_browser, tmp_path):
+    tokens = [f"t{i}" for i in range(7)]
+    maps = synthetic_attentions(3, 4, 7)
+    explorer = ModelExplorer(tokens, maps, query=6)
+    with page_with(plain_browser, tmp_path, explorer) as page:
+        root = page.locator(".attn-explorer")
+        assert root.locator("canvas.attn-explorer-thumb").count() == 12
+        assert row_of(page)["weights"] == pytest.approx(maps[0, 0, 6].tolist(), abs=6e-4)
+        root.locator("canvas.attn-explorer-thumb[data-layer='2'][data-head='3']").click()
+        shown = row_of(page)
+        assert (shown["layer"], shown["head"]) == (2, 3)
+        assert shown["weights"] == pytest.approx(maps[2, 3, 6].tolist(), abs=6e-4)
+        assert root.locator(".attn-explorer-layer").input_value() == "2"
+        assert root.locator("canvas.attn-explorer-selected").count() == 1
+        root.locator(".attn-explorer-head").select_option("1")
+        root.locator(".attn-explorer-token").nth(3).click()
+        shown = row_of(page)
+        assert (shown["layer"], shown["head"], shown["query"]) == (2, 1, 3)
+        assert shown["weights"] == pytest.approx(maps[2, 1, 3].tolist(), abs=6e-4)
+        root.locator(".attn-explorer-line-key").nth(0).hover()
+        assert shown_column(page)["weights"] == pytest.approx(maps[2, 1, :, 0].tolist(),
+                                                              abs=6e-4)
+        # No steps and no toggles: a real model's weights come as they are.
+        assert root.locator(".attn-explorer-steps, .attn-explorer-causal").count() == 0
+
+
+def test_explorer_shows_odd_tokens_literally(plain_browser, tmp_path):
+    tokens = ["<b>", "a&b", "</script>", '"q"']
+    explorer = ModelExplorer(tokens, synthetic_attentions(1, 2, 4))
+    with page_with(plain_browser, tmp_path, explorer) as page:
+        shown_tokens = page.evaluate(
+            "() => [...document.querySelectorAll('.attn-explorer-token')].map(b => b.textContent)")
+        assert shown_tokens == tokens
+        assert page.locator(".attn-explorer-row b").first.text_content() == '"q"'
+
+
+def test_explorer_editing_a_query_recomputes_its_row_as_python_does(plain_browser, tmp_path):
+    from course_utils.exercises.explorer import with_query_of_it
+    from course_utils.widgets.explorer import round_example
+
+    explorer = AttentionExplorer(round_example())
+    edit = {"noun": 2, "inanimate": 5.5, "animate": 0, "quality": 1.5}
+    edited = with_query_of_it(edit)  # the same sentence, "it" looking for the ball
+    with page_with(plain_browser, tmp_path, explorer) as page:
+        root = page.locator(".attn-explorer")
+        for feature, value in edit.items():
+            root.locator(f".attn-explorer-feature[data-feature='{feature}']").fill(str(value))
+        assert "(edited)" in root.locator(".attn-explorer-editor-word").text_content()
+        for causal, temperature in ((False, 1.0), (True, TEMPERATURES[-2])):
+            if causal:
+                root.locator(".attn-explorer-causal").click()
+                root.locator(".attn-explorer-temperature").evaluate(
+                    "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }",
+                    str(len(TEMPERATURES) - 2))
+            state = explorer_state(edited, causal=causal, temperature=temperature)
+            shown = row_of(page)
+            assert shown["weights"] == pytest.approx(state.weights, abs=6e-4)
+            assert shown["entropy"] == pytest.approx(state.entropy, abs=6e-4)
+            steps, expected = steps_shown(page), computation_steps(
+                edited, causal=causal, temperature=temperature)
+            assert as_numbers(steps["cells"]["scores"]) == pytest.approx(list(expected.scores))
+            assert steps["output"] == pytest.approx(expected.output, abs=6e-4)
+        # Another word's row is still the precomputed one; reset brings back the original.
+        root.locator(".attn-explorer-token").nth(1).click()
+        assert row_of(page)["weights"] == pytest.approx(explorer_state(
+            round_example(), 1, causal=True, temperature=TEMPERATURES[-2]).weights, abs=6e-4)
+        root.locator(".attn-explorer-token").nth(edited.default_query).click()
+        root.locator(".attn-explorer-reset").click()
+        assert row_of(page)["weights"] == pytest.approx(explorer_state(
+            round_example(), causal=True, temperature=TEMPERATURES[-2]).weights, abs=6e-4)

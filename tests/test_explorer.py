@@ -1,7 +1,9 @@
-"""The attention explorer's logic and widget, without a browser."""
+"""The attention explorer's logic, its HTML output and its data, without a browser
+(tests/test_browser.py and tests/test_site.py click it in Chromium)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -13,13 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_utils.widgets.explorer import (
+    PRONOUN_SENTENCE,
+    TEMPERATURES,
     AttentionExample,
     AttentionExplorer,
+    ModelExplorer,
+    computation_steps,
+    example_from_table,
     explorer_figure,
     explorer_state,
+    model_view_figure,
     pronoun_example,
     render_heatmap_html,
     render_row_html,
+    round_example,
+    synthetic_attentions,
     weight_matrix,
 )
 
@@ -162,63 +172,242 @@ def test_heatmap_outlines_only_the_query_row():
     assert outlined == [4]
 
 
-# --- the widget ----------------------------------------------------------------------------
+# --- temperature and the step-by-step computation --------------------------------------------
 
-def test_widget_opens_on_the_default_state():
-    explorer = AttentionExplorer()
-    default = explorer_state(pronoun_example())
-    assert explorer.state == default
-    assert shown_query(explorer.display.value) == default.query
-    assert [b.button_style for b in explorer.token_buttons].count("info") == 1
-    assert explorer.token_buttons[default.query].button_style == "info"
-
-
-def test_clicking_a_token_shows_that_tokens_row():
-    explorer = AttentionExplorer()
-    matrix = weight_matrix(pronoun_example())
-    for query in (1, 4, 8, 0):
-        explorer.token_buttons[query].click()
-        assert shown_query(explorer.display.value) == query
-        assert shown_weights(explorer.display.value) == {
-            k: round(w, 3) for k, w in enumerate(matrix[query].tolist())
-        }
-        assert explorer.token_buttons[query].button_style == "info"
+@pytest.mark.parametrize("temperature", [TEMPERATURES[0], 1.0, TEMPERATURES[-1], 0.7])
+@pytest.mark.parametrize(("causal", "scaled"), SETTINGS)
+def test_temperature_divides_the_scaled_scores_as_torch_does(causal, scaled, temperature):
+    example = random_example(6, 3, seed=4)
+    scale = (1 / math.sqrt(3) if scaled else 1.0) / temperature
+    expected = F.scaled_dot_product_attention(
+        example.queries, example.keys, torch.eye(6), is_causal=causal, scale=scale)
+    torch.testing.assert_close(weight_matrix(example, causal, scaled, temperature), expected)
 
 
-def test_toggles_update_the_numbers_live():
-    explorer = AttentionExplorer()
-    query = explorer.state.query
-    before_max = explorer.state.max_weight
-    assert explorer.causal_toggle.description == "causal mask: off"
-    explorer.causal_toggle.value = True
-    assert explorer.causal_toggle.description == "causal mask: on"
-    right = {k: w for k, w in shown_weights(explorer.display.value).items() if k > query}
-    assert right and set(right.values()) == {0.0}
-    explorer.scale_toggle.value = False
-    assert explorer.scale_toggle.description == "scale by 1/√8: off"
-    assert explorer.state.max_weight > before_max
-    assert 'data-scaled="0"' in explorer.display.value
-    assert explorer.state == explorer_state(pronoun_example(), causal=True, scaled=False)
+def test_higher_temperature_flattens_every_row():
+    example = pronoun_example()
+    for query in range(len(example.tokens)):
+        entropies = [explorer_state(example, query, temperature=t).entropy for t in TEMPERATURES]
+        assert entropies == sorted(entropies), (query, entropies)
 
 
-def test_toggles_can_be_hidden_and_must_be_known():
-    explorer = AttentionExplorer(toggles=("scale",), heatmap=False)
-    toggle_box = explorer.view.children[2]
-    assert list(toggle_box.children) == [explorer.scale_toggle]
-    assert "attn-explorer-heatmap" not in explorer.display.value
-    assert AttentionExplorer(toggles=()).view.children[2].children == ()
-    with pytest.raises(ValueError, match="subset of"):
-        AttentionExplorer(toggles=("mask",))
-    with pytest.raises(ValueError, match="subset of"):
-        AttentionExplorer(toggles="causal")
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize(("causal", "scaled"), SETTINGS)
+def test_computation_steps_match_torch_step_by_step(causal, scaled, temperature):
+    generator = torch.Generator().manual_seed(1)
+    example = AttentionExample(  # n = 5, d_k = 3, d_v = 2: shape mistakes would show
+        tokens=tuple("abcde"), queries=torch.randn(5, 3, generator=generator),
+        keys=torch.randn(5, 3, generator=generator), default_query=2, source="random",
+        values=torch.randn(5, 2, generator=generator))
+    scale = (1 / math.sqrt(3) if scaled else 1.0) / temperature
+    output = F.scaled_dot_product_attention(example.queries, example.keys, example.values,
+                                            is_causal=causal, scale=scale)
+    weights = F.scaled_dot_product_attention(example.queries, example.keys, torch.eye(5),
+                                             is_causal=causal, scale=scale)
+    for query in range(5):
+        steps = computation_steps(example, query, causal, scaled, temperature)
+        assert steps.scale == pytest.approx(scale)
+        assert steps.scores == pytest.approx((example.queries[query] @ example.keys.T).tolist())
+        assert steps.scaled == pytest.approx([s * scale for s in steps.scores])
+        assert [m == float("-inf") for m in steps.masked] == [
+            causal and key > query for key in range(5)]
+        assert steps.weights == pytest.approx(weights[query].tolist(), abs=1e-6)
+        assert steps.output == pytest.approx(output[query].tolist(), abs=1e-6)
+
+
+def test_bad_temperatures_are_rejected():
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="temperature should be a positive number"):
+            weight_matrix(pronoun_example(), temperature=bad)
+    with pytest.raises(ValueError, match="one of the slider's"):
+        AttentionExplorer(temperature=0.3)
+
+
+# --- examples from a table ----------------------------------------------------------------
+
+def test_example_from_table_rebuilds_the_default_example():
+    rebuilt = example_from_table(PRONOUN_SENTENCE, default_query="it")
+    default = pronoun_example()
+    assert rebuilt.tokens == default.tokens and rebuilt.default_query == default.default_query
+    assert torch.equal(rebuilt.queries, default.queries)
+    assert torch.equal(rebuilt.keys, default.keys)
+    assert torch.equal(default.value_vectors, default.keys)  # values default to the keys
+
+
+def test_round_example_keeps_the_vectors_so_it_still_picks_kitten():
+    example = round_example()
+    assert example.tokens[-1] == "round"
+    assert example.tokens[explorer_state(example).argmax] == "kitten"
+
+
+def test_bad_tables_are_rejected():
+    with pytest.raises(ValueError, match=r"unknown features \['fluffy'\]"):
+        example_from_table([("cat", {"fluffy": 1}, {})])
+    with pytest.raises(TypeError, match="dict feature -> number"):
+        example_from_table([("cat", ["noun"], {})])
+    with pytest.raises(ValueError, match="each row should be"):
+        example_from_table([("cat", {})])
+    with pytest.raises(ValueError, match="non-empty"):
+        example_from_table([])
+    with pytest.raises(ValueError, match="'dog' does not occur"):
+        example_from_table([("cat", {}, {})], default_query="dog")
+    with pytest.raises(ValueError, match="finite"):
+        AttentionExample(("a",), torch.tensor([[float("nan")]]), torch.ones(1, 1), 0, "test")
+
+
+# --- the explorer's output: HTML + JSON + script ------------------------------------------
+
+def assert_close_to(shown, expected: torch.Tensor, atol: float = 1e-4) -> None:
+    """Nested lists from the page's data against a tensor, within the data's rounding."""
+    torch.testing.assert_close(torch.tensor(shown, dtype=torch.float64), expected.double(),
+                               atol=atol, rtol=0)
+
+
+def payload_of(html_text: str) -> dict:
+    found = re.search(r'<script type="application/json" class="attn-explorer-data">(.*?)'
+                      r"</script>", html_text, re.S)
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def test_explorer_output_is_self_contained():
+    text = AttentionExplorer(sentences=[round_example()])._repr_html_()
+    assert text.count('class="attn-explorer"') == 1
+    # Nothing is loaded from anywhere: no src/href attribute, no URL, no import. (The
+    # SVG namespace is a name, never fetched.)
+    text = text.replace("'http://www.w3.org/2000/svg'", "")
+    for forbidden in ("src=", "href=", "http://", "https://", "import(", "require(", "url("):
+        assert forbidden not in text, forbidden
+    assert text.count("<script") == 2  # the data and the code
+
+
+def test_every_precomputed_state_is_the_course_attention():
+    explorer = AttentionExplorer(sentences=[round_example()])
+    data = payload_of(explorer._repr_html_())
+    assert data["temperatures"] == list(TEMPERATURES)
+    for sentence, example in zip(data["sentences"], explorer.examples, strict=True):
+        assert sentence["tokens"] == list(example.tokens)
+        assert_close_to(sentence["scores"], example.queries @ example.keys.T)
+        for causal, scaled in SETTINGS:
+            states = sentence["states"][f"c{int(causal)}s{int(scaled)}"]
+            for temperature, state in zip(TEMPERATURES, states, strict=True):
+                weights = weight_matrix(example, causal, scaled, temperature)
+                assert_close_to(state["w"], weights)
+                for query in range(len(example.tokens)):
+                    steps = computation_steps(example, query, causal, scaled, temperature)
+                    assert state["out"][query] == pytest.approx(steps.output, abs=1e-4)
+                    assert state["h"][query] == pytest.approx(
+                        explorer_state(example, query, causal, scaled, temperature).entropy,
+                        abs=1e-4)
+
+
+def test_fallback_for_readers_without_scripts_is_the_opening_row():
+    explorer = AttentionExplorer(query="ball", causal=True, scaled=False)
+    text = explorer._repr_html_()
+    assert explorer.state == explorer_state(pronoun_example(), "ball", causal=True, scaled=False)
+    assert render_row_html(explorer.state, 8) in text
+    data = payload_of(text)
+    assert data["sentences"][0]["query"] == pronoun_example().index("ball")
+    assert data["initial"] == {"causal": True, "scaled": False, "t": TEMPERATURES.index(1.0)}
+
+
+def test_each_output_has_its_own_id():
+    ids = {re.search(r'id="([^"]+)"', AttentionExplorer()._repr_html_()).group(1)
+           for _ in range(3)}
+    assert len(ids) == 3
+
+
+@pytest.mark.parametrize(("kwargs", "toggles"), [
+    # the calls lessons 02, 03 and 05 make, unchanged
+    ({"toggles": ()}, []),
+    ({"scaled": False, "toggles": ("scale",)}, ["scale"]),
+    ({"causal": True, "toggles": ("causal",)}, ["causal"]),
+    ({}, ["causal", "scale", "temperature"]),
+])
+def test_the_lessons_calls_keep_working(kwargs, toggles):
+    explorer = AttentionExplorer(pronoun_example(), **kwargs)
+    data = payload_of(explorer._repr_html_())
+    assert data["toggles"] == toggles
+    assert explorer.state == explorer_state(
+        pronoun_example(), causal=kwargs.get("causal", False), scaled=kwargs.get("scaled", True))
+    assert "interactive" in repr(explorer)
+
+
+def test_toggles_must_be_known_and_examples_must_be_examples():
+    for bad in (("mask",), "causal"):
+        with pytest.raises(ValueError, match="subset of"):
+            AttentionExplorer(toggles=bad)
     with pytest.raises(TypeError, match="AttentionExample"):
         AttentionExplorer(example="the cat")
+    with pytest.raises(TypeError, match="AttentionExample"):
+        AttentionExplorer(sentences=["the cat"])
 
 
-def test_widget_can_open_on_another_query_and_setting():
-    explorer = AttentionExplorer(query="ball", causal=True, scaled=False)
-    assert explorer.state == explorer_state(pronoun_example(), "ball", causal=True, scaled=False)
-    assert explorer.causal_toggle.value and not explorer.scale_toggle.value
+def test_heatmap_and_steps_can_be_left_out():
+    data = payload_of(AttentionExplorer(heatmap=False, steps=False)._repr_html_())
+    assert data["heatmap"] is False and data["steps"] is False
+
+
+# --- the model view ----------------------------------------------------------------------
+
+def test_synthetic_attentions_are_rows_of_weights_with_a_causal_last_head():
+    maps = synthetic_attentions(2, 3, 6, generator=torch.Generator().manual_seed(5))
+    assert maps.shape == (2, 3, 6, 6)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(2, 3, 6))
+    assert (maps[:, -1].triu(diagonal=1) == 0).all()
+    assert not (maps[:, 0].triu(diagonal=1) == 0).all()
+
+
+def test_model_explorer_hands_every_map_to_the_page():
+    tokens = [f"t{i}" for i in range(5)]
+    maps = synthetic_attentions(3, 2, 5)
+    extra = synthetic_attentions(3, 2, 4, generator=torch.Generator().manual_seed(1))
+    explorer = ModelExplorer(tokens, maps, layer=2, head=1, query=3,
+                             sentences={"a shorter one": (list("abcd"), extra)})
+    data = payload_of(explorer._repr_html_())
+    assert data["mode"] == "model" and data["initial"] == {"layer": 2, "head": 1}
+    first, second = data["sentences"]
+    assert first["tokens"] == tokens and first["query"] == 3
+    assert_close_to(first["maps"], maps)
+    assert second["label"] == "a shorter one"
+    assert_close_to(second["maps"], extra)
+    assert explorer.state().weights == pytest.approx(maps[2, 1, 3].tolist())
+    assert "3 layers x 2 heads" in repr(explorer)
+
+
+def test_model_explorer_rejects_what_is_not_attention():
+    tokens = ["a", "b", "c"]
+    good = synthetic_attentions(1, 2, 3)
+    with pytest.raises(ValueError, match=r"\(num_layers, num_heads, n, n\).*got shape \(2, 3, 3\)"):
+        ModelExplorer(tokens, good[0])
+    with pytest.raises(ValueError, match=r"n = len\(tokens\) = 2, got shape \(1, 2, 3, 3\)"):
+        ModelExplorer(["a", "b"], good)
+    with pytest.raises(ValueError, match="summing to 1"):
+        ModelExplorer(tokens, good * 2)
+    with pytest.raises(ValueError, match="finite"):
+        ModelExplorer(tokens, good.masked_fill(good > 0.5, float("nan")))
+    with pytest.raises(TypeError, match="list of strings"):
+        ModelExplorer("abc", good)
+    with pytest.raises(TypeError, match="attentions"):
+        ModelExplorer(tokens, good.tolist())
+    with pytest.raises(ValueError, match=r"layer should be an int in 0\.\.0, got 1"):
+        ModelExplorer(tokens, good, layer=1)
+    with pytest.raises(ValueError, match=r"head should be an int in 0\.\.1, got -1"):
+        ModelExplorer(tokens, good, head=-1)
+
+
+def test_model_view_figure_has_one_map_per_head_and_outlines_the_selected_one():
+    maps = synthetic_attentions(2, 3, 5)
+    fig = model_view_figure([f"t{i}" for i in range(5)], maps, layer=1, head=2)
+    try:
+        assert len(fig.axes) == 6
+        images = [axis.images[0].get_array() for axis in fig.axes]
+        for axis_index, image in enumerate(images):
+            layer, head = divmod(axis_index, 3)
+            assert_close_to(image.tolist(), maps[layer, head], atol=1e-6)
+        widths = [max(s.get_linewidth() for s in axis.spines.values()) for axis in fig.axes]
+        assert widths.index(max(widths)) == 5 and widths.count(max(widths)) == 1
+    finally:
+        plt.close(fig)
 
 
 # --- the static figure ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ only when a requirements or constraints file changed.
     sync             write the Colab badges and setup cells (see tools/colab.py)
     compat [PYTHON]  the unit tests once more in .venv-compat on another Python
                      (default python3.10, the lowest supported)
+    site             build the offline course website into build/site/ (see tools/site.py)
 
 torch's CPU-only wheel CI installs is for Python 3.11; on any other Python pip installs the
 CUDA build (about 1.4 GB to download, 5 GB on disk), so CI runs on 3.11 only and the other
@@ -170,6 +171,9 @@ def main(argv: list[str]) -> int:
     if command == "sync":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
+    if command == "site":
+        dev_env()
+        return subprocess.run([_bin(VENV, "python"), "-m", "tools.site"]).returncode
     print(__doc__)
     return 0 if command in ("help", "-h", "--help") else 2
 

@@ -1,33 +1,64 @@
 """The attention explorer: pick a word as the query and read its row of weights.
 
+Everything is computed here, in Python, with the course's own attention; the browser only
+switches between precomputed states. That is what lets one explorer run in JupyterLab,
+in Colab's output frame and on the static course website, where no kernel exists.
+
+Why self-contained HTML and not an ipywidget (the choice, on the evidence):
+
+- an ipywidget needs a kernel: on the static site and on GitHub a widget output is only
+  ``VBox(children=...)``, and its state saved in the notebook would still need the
+  widget manager's JavaScript, which the usual embedders load from a CDN;
+- a custom widget (front-end code shipped with the package) needs a front-end extension
+  in JupyterLab, a different loading path in Colab (ipywidgets 7.7.1 there, 8 locally)
+  and state embedding for the site: three code paths to test instead of one;
+- an HTML output with its data as JSON and an inline script is shown the same way by
+  JupyterLab (outputs produced in the session are trusted, so the script runs), by
+  Colab (each output is its own frame that runs scripts) and by the site (myst-nb
+  copies text/html outputs into the page). It loads nothing from anywhere, and a click
+  is handled in the page with no round trip to a kernel: the browser tests measure
+  a few milliseconds.
+
+The price: the front end cannot ask Python for a state that was not precomputed. So the
+explorer precomputes every combination its controls reach (causal mask x scale x a grid
+of temperatures, per prepared sentence; every layer and head of a model), and a new
+sentence needs a kernel: build an ``AttentionExample`` and display a new explorer. The
+one exception: the reader may edit the hand-set query of a word in the page; that row
+alone is recomputed by the script (q·k, scale, mask, softmax, weighted sum), and the
+browser tests compare it with this module's numbers.
+
 Three layers, so that everything but the clicking is testable without a browser:
 
-- logic: ``AttentionExample`` (tokens, queries, keys), ``pronoun_example()`` (the default
-  sentence), ``weight_matrix()`` and ``explorer_state()`` (what the explorer displays);
-- view: ``AttentionExplorer``, built only from ipywidgets APIs that exist in both 7.7
-  (Colab) and 8 (JupyterLab 4); its numbers are rendered by ``render_row_html()`` and
-  ``render_heatmap_html()`` with stable CSS classes, so a browser test can read them;
-- figure: ``explorer_figure()``, a static matplotlib picture of one state for readers
-  on GitHub or nbviewer, where widgets do not run.
+- logic: ``AttentionExample`` (tokens, queries, keys, values), ``pronoun_example()`` (the
+  default sentence), ``weight_matrix()``, ``explorer_state()`` and ``computation_steps()``;
+- view: ``AttentionExplorer`` (a hand-set example) and ``ModelExplorer`` (attention maps
+  ``(num_layers, num_heads, n, n)`` of a real model): HTML + JSON + the script in
+  ``explorer_js.py``, with stable CSS classes (``attn-explorer-*``) that tests read;
+- figures: ``explorer_figure()`` and ``model_view_figure()``, static pictures for readers
+  on GitHub or nbviewer, where no script runs.
 
 Weights are ``(n_q, n_k)``; a row is one query's weights over all keys.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import itertools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import Rectangle
 
 from course_utils.attention import scaled_dot_product_attention
+from course_utils.checks import require_tensor
 from course_utils.masks import causal_mask
 from course_utils.scaling import row_entropy
+from course_utils.widgets.explorer_js import EXPLORER_CSS, EXPLORER_JS
 
 # ---------------------------------------------------------------------------------------
 # Logic
@@ -36,10 +67,13 @@ from course_utils.scaling import row_entropy
 
 @dataclass(frozen=True, eq=False)
 class AttentionExample:
-    """A sentence with one query and one key vector per token.
+    """A sentence with one query, one key and one value vector per token.
 
-    ``queries`` and ``keys`` are ``(seq_len, d_k)``; ``default_query`` is the token the
-    explorer opens on; ``source`` says honestly where the vectors come from.
+    ``queries`` and ``keys`` are ``(seq_len, d_k)``; ``values`` is ``(seq_len, d_v)`` and
+    defaults to the keys (what each word *is*, so the output of a query reads as a mix
+    of the properties of the words it attends to). ``feature_names`` name the
+    dimensions when they have names. ``default_query`` is the token the explorer opens
+    on; ``source`` says honestly where the vectors come from.
     """
 
     tokens: tuple[str, ...]
@@ -47,15 +81,24 @@ class AttentionExample:
     keys: torch.Tensor
     default_query: int
     source: str
+    values: torch.Tensor | None = None
+    feature_names: tuple[str, ...] | None = None
 
     def __post_init__(self):
         n = len(self.tokens)
-        for name in ("queries", "keys"):
+        if n == 0:
+            raise ValueError("tokens should hold at least one token, got none")
+        for name in ("queries", "keys", "values"):
             value = getattr(self, name)
+            if name == "values" and value is None:
+                continue
+            notation = "(seq_len={n}, d_v)" if name == "values" else "(seq_len={n}, d_k)"
             if not isinstance(value, torch.Tensor) or value.dim() != 2 or len(value) != n:
                 got = (f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                        else type(value).__name__)
-                raise ValueError(f"{name} should be a tensor (seq_len={n}, d_k), got {got}")
+                raise ValueError(f"{name} should be a tensor {notation.format(n=n)}, got {got}")
+            if not torch.isfinite(value).all():
+                raise ValueError(f"{name} should hold finite numbers, got NaN or inf")
         if self.queries.shape != self.keys.shape:
             raise ValueError(
                 f"queries {tuple(self.queries.shape)} and keys {tuple(self.keys.shape)} "
@@ -67,6 +110,11 @@ class AttentionExample:
     @property
     def d_k(self) -> int:
         return self.keys.shape[-1]
+
+    @property
+    def value_vectors(self) -> torch.Tensor:
+        """The values ``(seq_len, d_v)``: ``values`` if given, else the keys."""
+        return self.keys if self.values is None else self.values
 
     def index(self, query: int | str) -> int:
         """The position of ``query``: an index, or a word that occurs exactly once."""
@@ -102,13 +150,44 @@ PRONOUN_SENTENCE = (
     ("was", {"action": 1}, {"pronoun": 2, "quality": 2}),
     ("playful", {"quality": 1}, {"pronoun": 2, "animate": 2}),
 )
+# The same sentence ending in "round": a quality of balls, not of kittens. The words keep
+# their vectors, so "it" still looks for an animate noun: one query per word cannot read
+# the end of the sentence (lesson 09's first exercise changes what "it" looks for).
+ROUND_SENTENCE = PRONOUN_SENTENCE[:-1] + (
+    ("round", {"quality": 1}, {"pronoun": 2, "inanimate": 2}),
+)
 
 
-def _feature_vector(strengths: Mapping[str, float]) -> list[float]:
-    unknown = set(strengths) - set(PRONOUN_FEATURES)
+def _feature_vector(strengths: Mapping[str, float], features: Sequence[str]) -> list[float]:
+    if not isinstance(strengths, Mapping):
+        raise TypeError(f"feature strengths should be a dict feature -> number, "
+                        f"got {type(strengths).__name__}")
+    unknown = set(strengths) - set(features)
     if unknown:
-        raise ValueError(f"unknown features {sorted(unknown)}; expected {PRONOUN_FEATURES}")
-    return [float(strengths.get(name, 0.0)) for name in PRONOUN_FEATURES]
+        raise ValueError(f"unknown features {sorted(unknown)}; expected some of {tuple(features)}")
+    return [float(strengths.get(name, 0.0)) for name in features]
+
+
+def example_from_table(table: Sequence[tuple[str, Mapping[str, float], Mapping[str, float]]],
+                       features: Sequence[str] = PRONOUN_FEATURES,
+                       default_query: int | str = 0,
+                       source: str = "set by hand") -> AttentionExample:
+    """An example from rows ``(word, what it is, what it looks for)``, as in
+    ``PRONOUN_SENTENCE``: each row's two dicts map feature names to strengths and become
+    the word's key and query (d_k = len(features)). Values are the keys.
+    """
+    if not isinstance(table, Sequence) or not table:
+        raise ValueError("table should be a non-empty list of (word, is, looks_for) rows")
+    for row in table:
+        if not (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)):
+            raise ValueError(f"each row should be (word, {{feature: strength}}, "
+                             f"{{feature: strength}}), got {row!r}")
+    tokens = tuple(word for word, _, _ in table)
+    keys = torch.tensor([_feature_vector(is_, features) for _, is_, _ in table])
+    queries = torch.tensor([_feature_vector(wants, features) for _, _, wants in table])
+    draft = AttentionExample(tokens, queries, keys, 0, source, feature_names=tuple(features))
+    return AttentionExample(tokens, queries, keys, draft.index(default_query), source,
+                            feature_names=tuple(features))
 
 
 def pronoun_example() -> AttentionExample:
@@ -122,35 +201,50 @@ def pronoun_example() -> AttentionExample:
     whatever "it" is. The score of query i and key j is their dot product, exactly as in
     a trained model; only the vectors are written by hand, so that every weight has a
     readable reason. A trained model learns such vectors from data, spread over many
-    more dimensions and far less tidy.
+    more dimensions and far less tidy. The values are the keys.
 
-    With d_k = 8 and the 1/sqrt(8) scale, "it" puts about 0.59 of its weight on
-    "kitten" (the weight the course's source article shows for its pronoun).
+    With d_k = 8 and the 1/sqrt(8) scale, "it" puts about 0.59 of its weight on "kitten".
     """
-    tokens = tuple(token for token, _, _ in PRONOUN_SENTENCE)
-    keys = torch.tensor([_feature_vector(is_) for _, is_, _ in PRONOUN_SENTENCE])
-    queries = torch.tensor([_feature_vector(wants) for _, _, wants in PRONOUN_SENTENCE])
-    return AttentionExample(
-        tokens=tokens, queries=queries, keys=keys, default_query=tokens.index("it"),
+    return example_from_table(
+        PRONOUN_SENTENCE, default_query="it",
         source="set by hand: keys mark what each word is, queries what it looks for "
                "(see pronoun_example's docstring)",
     )
 
 
-def weight_matrix(example: AttentionExample, causal: bool = False,
-                  scaled: bool = True) -> torch.Tensor:
+def round_example() -> AttentionExample:
+    """"the kitten chased the ball because it was round": same vectors, last word changed."""
+    return example_from_table(ROUND_SENTENCE, default_query="it",
+                              source="set by hand, as pronoun_example")
+
+
+def _scale(example: AttentionExample, scaled: bool, temperature: float) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not (
+            math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature should be a positive number, got {temperature!r}")
+    return (1.0 / math.sqrt(example.d_k) if scaled else 1.0) / float(temperature)
+
+
+def weight_matrix(example: AttentionExample, causal: bool = False, scaled: bool = True,
+                  temperature: float = 1.0) -> torch.Tensor:
     """All attention weights ``(n_q, n_k)`` of ``example``.
 
     ``causal`` hides every key to the right of its query; ``scaled`` divides the scores
-    by sqrt(d_k) (off means a scale of 1).
+    by sqrt(d_k) (off means a scale of 1); ``temperature`` T divides them once more
+    (T > 1 flattens the rows, T < 1 sharpens them).
     """
+    return _attend(example, causal, scaled, temperature)[1]
+
+
+def _attend(example: AttentionExample, causal: bool, scaled: bool,
+            temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     n = len(example.tokens)
     mask = causal_mask(n) if causal else None
-    values = example.keys  # only the weights are shown, so any (n_k, d_v) values will do
-    _, weights = scaled_dot_product_attention(
-        example.queries, example.keys, values, mask=mask, scale=None if scaled else 1.0,
+    output, weights = scaled_dot_product_attention(
+        example.queries, example.keys, example.value_vectors, mask=mask,
+        scale=_scale(example, scaled, temperature),
     )
-    return weights  # (n_q, n_k)
+    return output, weights  # (n_q, d_v), (n_q, n_k)
 
 
 @dataclass(frozen=True)
@@ -162,6 +256,7 @@ class ExplorerState:
     weights: tuple[float, ...]
     causal: bool
     scaled: bool
+    temperature: float = 1.0
 
     @property
     def masked(self) -> tuple[bool, ...]:
@@ -183,44 +278,79 @@ class ExplorerState:
 
 
 def explorer_state(example: AttentionExample, query: int | str | None = None,
-                   causal: bool = False, scaled: bool = True) -> ExplorerState:
+                   causal: bool = False, scaled: bool = True,
+                   temperature: float = 1.0) -> ExplorerState:
     """The explorer's display for ``query`` (default: ``example.default_query``)."""
     index = example.default_query if query is None else example.index(query)
-    matrix = weight_matrix(example, causal=causal, scaled=scaled)
-    return _row_state(example, index, matrix, causal, scaled)
+    matrix = weight_matrix(example, causal=causal, scaled=scaled, temperature=temperature)
+    return ExplorerState(tokens=example.tokens, query=index,
+                         weights=tuple(matrix[index].tolist()), causal=bool(causal),
+                         scaled=bool(scaled), temperature=float(temperature))
 
 
-def _row_state(example: AttentionExample, query: int, matrix: torch.Tensor, causal: bool,
-               scaled: bool) -> ExplorerState:
-    return ExplorerState(tokens=example.tokens, query=query, weights=tuple(matrix[query].tolist()),
-                         causal=bool(causal), scaled=bool(scaled))
+@dataclass(frozen=True)
+class ComputationSteps:
+    """One query's way through attention, each step ``(n_k,)`` except the output ``(d_v,)``.
+
+    scores = q·kⱼ → scaled = scores × scale (1/√d_k, or 1 when off, then ÷ T) →
+    masked (-inf right of the query with the causal mask) → weights = softmax →
+    output = Σⱼ weightⱼ vⱼ.
+    """
+
+    query: int
+    scale: float
+    scores: tuple[float, ...]
+    scaled: tuple[float, ...]
+    masked: tuple[float, ...]
+    weights: tuple[float, ...]
+    output: tuple[float, ...]
+
+
+def computation_steps(example: AttentionExample, query: int | str | None = None,
+                      causal: bool = False, scaled: bool = True,
+                      temperature: float = 1.0) -> ComputationSteps:
+    """Every intermediate number of one query's row, step by step (see ComputationSteps)."""
+    index = example.default_query if query is None else example.index(query)
+    scale = _scale(example, scaled, temperature)
+    scores = example.keys @ example.queries[index]  # (n_k,)
+    scaled_scores = scores * scale
+    hidden = torch.arange(len(example.tokens)) > index if causal else torch.zeros(
+        len(example.tokens), dtype=torch.bool)
+    masked = scaled_scores.masked_fill(hidden, float("-inf"))
+    weights = torch.softmax(masked, dim=-1)  # (n_k,)
+    output = weights @ example.value_vectors  # (d_v,)
+    return ComputationSteps(index, scale, *(tuple(t.tolist()) for t in (
+        scores, scaled_scores, masked, weights, output)))
 
 
 # ---------------------------------------------------------------------------------------
-# HTML rendering (what the widget shows; plain strings, so tests can read them)
+# HTML rendering of one row (the explorer's page shows it before its script runs, and on
+# GitHub, where no script runs, it is what a reader sees)
 # ---------------------------------------------------------------------------------------
 
 _BAR_COLOUR = "#c0392b"
 _BAR_TRACK_PX = 260
 
 
-def render_row_html(state: ExplorerState, d_k: int) -> str:
+def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None) -> str:
     """The query's row as labelled bars with their numbers, and a summary line.
 
     Stable hooks for tests: ``.attn-explorer-row`` carries ``data-query``,
     ``data-causal`` and ``data-scaled``; each key's number is the text of
     ``.attn-explorer-weight[data-key=j]``; ``.attn-explorer-max`` and
-    ``.attn-explorer-entropy`` hold the summary numbers.
+    ``.attn-explorer-entropy`` hold the summary numbers. The explorer's script draws
+    the same structure. ``settings`` replaces the "causal mask · scale" note.
     """
     e = html.escape
     query_word = e(state.tokens[state.query])
     scale = f"scores ÷ √{d_k}" if state.scaled else "scores not scaled"
     mask = "causal mask on" if state.causal else "causal mask off"
+    settings = f"{mask} · {scale}" if settings is None else html.escape(settings)
     lines = [
         f'<div class="attn-explorer-row" data-query="{state.query}" '
         f'data-causal="{int(state.causal)}" data-scaled="{int(state.scaled)}" '
         'style="font-family: monospace; line-height: 1.5;">',
-        f'<div>query <b>{query_word}</b> · {mask} · {scale}</div>',
+        f'<div>query <b>{query_word}</b> · {settings}</div>',
     ]
     for key, (token, weight, hidden) in enumerate(
             zip(state.tokens, state.weights, state.masked, strict=True)):
@@ -272,113 +402,224 @@ def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int
 
 
 # ---------------------------------------------------------------------------------------
-# The widget
+# The explorers (HTML + JSON + script; see the module docstring for why)
 # ---------------------------------------------------------------------------------------
 
-TOGGLES = ("causal", "scale")
+TOGGLES = ("causal", "scale", "temperature")
+# Temperatures the slider offers: a grid in steps of sqrt(2) around 1.
+TEMPERATURES = tuple(round(2 ** (k / 2), 4) for k in range(-4, 5))  # 0.25 ... 4
+_DIGITS = 4  # numbers sent to the page are rounded to this many decimals
+_counter = itertools.count()
+
+
+def _rounded(tensor: torch.Tensor):
+    return torch.round(tensor.double(), decimals=_DIGITS).tolist()
+
+
+def _explorer_html(payload: dict, fallback: str) -> str:
+    """The output: a root element with a no-script fallback, the data, and the script."""
+    data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    digest = hashlib.sha1(data.encode()).hexdigest()[:8]
+    element_id = f"attn-explorer-{next(_counter)}-{digest}"
+    data = data.replace("</", "<\\/")  # no "</script>" inside the data
+    return (
+        f'<div class="attn-explorer" id="{element_id}">'
+        f'<style>{EXPLORER_CSS}</style>'
+        f'<div class="attn-explorer-fallback">{fallback}'
+        '<p><i>This is the explorer\'s opening state as text: run the cell in JupyterLab '
+        'or Colab, or read the lesson on the course website, to use it.</i></p></div>'
+        f'<script type="application/json" class="attn-explorer-data">{data}</script>'
+        f'<script>{EXPLORER_JS}</script></div>'
+    )
+
+
+def _require_toggles(toggles) -> tuple[str, ...]:
+    if isinstance(toggles, str) or not isinstance(toggles, Sequence) or (
+            set(toggles) - set(TOGGLES)):
+        raise ValueError(f"toggles should be a subset of {TOGGLES}, got {toggles!r}")
+    return tuple(toggles)
 
 
 class AttentionExplorer:
-    """Click a word to make it the query; toggle the causal mask and the 1/sqrt(d_k) scale.
+    """Click a word to make it the query; switch the causal mask, the 1/sqrt(d_k) scale
+    and the temperature; step through the computation; hover a key to see its column.
 
-    ``toggles`` picks which of ``"causal"`` and ``"scale"`` are shown (a lesson about
-    choosing the query can show none). Display it by making it the last expression of a
-    cell. ``state`` is what is shown right now.
+    ``example`` is an ``AttentionExample`` (default: ``pronoun_example()``);
+    ``sentences`` optionally adds prepared examples the reader can switch to (the first
+    shown is ``example``). ``toggles`` picks which of ``"causal"``, ``"scale"`` and
+    ``"temperature"`` are shown. Display it by making it the last expression of a cell.
+    ``state`` is the opening state.
     """
 
     def __init__(self, example: AttentionExample | None = None,
                  query: int | str | None = None, causal: bool = False, scaled: bool = True,
-                 toggles: Sequence[str] = TOGGLES, heatmap: bool = True):
+                 toggles: Sequence[str] = TOGGLES, heatmap: bool = True,
+                 temperature: float = 1.0, steps: bool = True,
+                 sentences: Sequence[AttentionExample] = ()):
         self.example = pronoun_example() if example is None else example
-        if not isinstance(self.example, AttentionExample):
-            raise TypeError(
-                f"example should be an AttentionExample, got {type(self.example).__name__}"
-            )
-        unknown = set(toggles) - set(TOGGLES)
-        if isinstance(toggles, str) or unknown:
-            raise ValueError(f"toggles should be a subset of {TOGGLES}, got {toggles!r}")
-        self.heatmap = heatmap
-        self._matrices: dict[tuple[bool, bool], torch.Tensor] = {}
-        self._query = (self.example.default_query if query is None
-                       else self.example.index(query))
+        examples = [self.example, *sentences]
+        for item in examples:
+            if not isinstance(item, AttentionExample):
+                raise TypeError(f"example should be an AttentionExample, got "
+                                f"{type(item).__name__}")
+        if temperature not in TEMPERATURES:
+            raise ValueError(f"temperature should be one of the slider's {TEMPERATURES}, "
+                             f"got {temperature!r}")
+        self.toggles = _require_toggles(toggles)
+        self.examples = tuple(examples)
+        self.heatmap, self.steps = bool(heatmap), bool(steps)
+        query = self.example.default_query if query is None else self.example.index(query)
+        self.state = explorer_state(self.example, query, bool(causal), bool(scaled),
+                                    temperature)
 
-        self.token_buttons = []
-        for index, token in enumerate(self.example.tokens):
-            button = widgets.Button(description=token, layout=widgets.Layout(width="auto"))
-            button.add_class("attn-explorer-token")
-            button.on_click(lambda _, index=index: self.select(index))
-            self.token_buttons.append(button)
-        self.causal_toggle = widgets.ToggleButton(value=bool(causal))
-        self.causal_toggle.add_class("attn-explorer-causal")
-        self.scale_toggle = widgets.ToggleButton(value=bool(scaled))
-        self.scale_toggle.add_class("attn-explorer-scale")
-        for toggle in (self.causal_toggle, self.scale_toggle):
-            toggle.observe(self._refresh, names="value")
-        self.display = widgets.HTML()
-        self.display.add_class("attn-explorer-display")
+    def payload(self) -> dict:
+        """Everything the page needs, as JSON-ready data (every state precomputed)."""
+        sentences = []
+        for number, example in enumerate(self.examples):
+            states = {}
+            for causal, scaled in itertools.product((False, True), repeat=2):
+                states[f"c{int(causal)}s{int(scaled)}"] = [
+                    self._state_payload(example, causal, scaled, t) for t in TEMPERATURES]
+            sentences.append({
+                "label": " ".join(example.tokens),
+                "tokens": list(example.tokens),
+                "query": self.state.query if number == 0 else example.default_query,
+                "d_k": example.d_k,
+                "scores": _rounded(example.queries @ example.keys.T),  # (n_q, n_k)
+                "queries": _rounded(example.queries), "keys": _rounded(example.keys),
+                "values": _rounded(example.value_vectors),  # (n_k, d_v)
+                "value_names": list(example.feature_names) if example.feature_names else None,
+                "states": states,
+            })
+        return {
+            "mode": "toy", "toggles": list(self.toggles), "heatmap": self.heatmap,
+            "steps": self.steps, "temperatures": list(TEMPERATURES), "sentences": sentences,
+            "initial": {"causal": self.state.causal, "scaled": self.state.scaled,
+                        "t": TEMPERATURES.index(self.state.temperature)},
+        }
 
-        shown = [t for name, t in zip(TOGGLES, (self.causal_toggle, self.scale_toggle),
-                                      strict=True) if name in toggles]
-        hint = widgets.HTML("<i>Click a word to make it the query.</i>")
-        self.view = widgets.VBox([
-            hint,
-            widgets.HBox(self.token_buttons, layout=widgets.Layout(flex_flow="row wrap")),
-            widgets.HBox(shown),
-            self.display,
-        ])
-        self.view.add_class("attn-explorer")
-        self._refresh()
+    @staticmethod
+    def _state_payload(example, causal, scaled, temperature) -> dict:
+        output, weights = _attend(example, causal, scaled, temperature)
+        return {"w": _rounded(weights), "h": _rounded(row_entropy(weights)),
+                "out": _rounded(output)}
+
+    def _repr_html_(self) -> str:
+        return _explorer_html(self.payload(), render_row_html(self.state, self.example.d_k))
+
+    def __repr__(self) -> str:
+        return (f"AttentionExplorer({' '.join(self.example.tokens)!r}, query="
+                f"{self.example.tokens[self.state.query]!r}) (interactive in JupyterLab, "
+                "Colab and on the course website)")
+
+
+def _require_attentions(tokens, attentions) -> tuple[tuple[str, ...], torch.Tensor]:
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(
+            isinstance(t, str) for t in tokens):
+        raise TypeError(f"tokens should be a list of strings, got {type(tokens).__name__}")
+    attentions = require_tensor("attentions", attentions, "(num_layers, num_heads, n, n)")
+    n = len(tokens)
+    if attentions.dim() != 4 or attentions.shape[-2:] != (n, n):
+        raise ValueError(f"attentions should be (num_layers, num_heads, n, n) with n = "
+                         f"len(tokens) = {n}, got shape {tuple(attentions.shape)}")
+    if not attentions.is_floating_point() or not torch.isfinite(attentions).all():
+        raise ValueError("attentions should hold finite floating-point weights")
+    if (attentions < 0).any() or not torch.allclose(
+            attentions.double().sum(-1), torch.ones(attentions.shape[:-1], dtype=torch.double),
+            atol=1e-3):
+        raise ValueError("attentions should be softmax weights: non-negative, each row "
+                         "(last axis, over keys) summing to 1 within 1e-3")
+    return tuple(tokens), attentions.detach().to("cpu", torch.float64)
+
+
+class ModelExplorer:
+    """Attention maps of a real model: pick a layer and a head, or click one of the small
+    maps of the model view (all heads of all layers); click a word to read its row,
+    hover a key to see its column.
+
+    ``tokens`` is the list of n tokens; ``attentions`` the weights
+    ``(num_layers, num_heads, n, n)`` (rows over keys sum to 1), as
+    ``course_utils.pretrained.attention_maps(model, tokenizer, text)`` returns them.
+    ``sentences`` optionally maps more labels to prepared ``(tokens, attentions)``
+    pairs the reader can switch to without a kernel.
+    """
+
+    def __init__(self, tokens: Sequence[str], attentions: torch.Tensor, layer: int = 0,
+                 head: int = 0, query: int | None = None, heatmap: bool = True,
+                 sentences: Mapping[str, tuple[Sequence[str], torch.Tensor]] | None = None):
+        self.maps = [(" ".join(tokens), *_require_attentions(tokens, attentions))]
+        for label, (more_tokens, more) in (sentences or {}).items():
+            self.maps.append((str(label), *_require_attentions(more_tokens, more)))
+        num_layers, num_heads, n, _ = self.maps[0][2].shape
+        for name, value, limit in (("layer", layer, num_layers), ("head", head, num_heads),
+                                   ("query", n - 1 if query is None else query, n)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+                raise ValueError(f"{name} should be an int in 0..{limit - 1}, got {value!r}")
+        self.layer, self.head = layer, head
+        self.query = n - 1 if query is None else query
+        self.heatmap = bool(heatmap)
 
     @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.maps[0][1]
+
     def state(self) -> ExplorerState:
-        causal, scaled = self.causal_toggle.value, self.scale_toggle.value
-        return _row_state(self.example, self._query, self._matrix(causal, scaled), causal, scaled)
+        """The opening row: ``query``'s weights in ``layer``, ``head``."""
+        weights = self.maps[0][2][self.layer, self.head, self.query]
+        return ExplorerState(self.tokens, self.query, tuple(weights.tolist()), False, True)
 
-    def _matrix(self, causal: bool, scaled: bool) -> torch.Tensor:
-        # Four settings, computed once each: a click then only re-renders HTML.
-        settings = (bool(causal), bool(scaled))
-        if settings not in self._matrices:
-            self._matrices[settings] = weight_matrix(self.example, *settings)
-        return self._matrices[settings]
+    def payload(self) -> dict:
+        sentences = [{
+            "label": label, "tokens": list(tokens),
+            "query": self.query if number == 0 else len(tokens) - 1,
+            "maps": _rounded(maps), "h": _rounded(row_entropy(maps)),
+        } for number, (label, tokens, maps) in enumerate(self.maps)]
+        return {"mode": "model", "heatmap": self.heatmap, "sentences": sentences,
+                "initial": {"layer": self.layer, "head": self.head}}
 
-    def select(self, query: int | str) -> None:
-        """Make ``query`` (an index or a unique word) the query, as a click does."""
-        self._query = self.example.index(query)
-        self._refresh()
+    def _repr_html_(self) -> str:
+        fallback = render_row_html(self.state(), d_k=0,
+                                   settings=f"layer {self.layer}, head {self.head}")
+        return _explorer_html(self.payload(), fallback)
 
-    def _refresh(self, _change=None) -> None:
-        state = self.state
-        for index, button in enumerate(self.token_buttons):
-            button.button_style = "info" if index == state.query else ""
-        # Say the state on the toggle itself: a pressed button alone is easy to misread.
-        self.causal_toggle.description = f"causal mask: {'on' if state.causal else 'off'}"
-        self.scale_toggle.description = (
-            f"scale by 1/√{self.example.d_k}: {'on' if state.scaled else 'off'}")
-        parts = [render_row_html(state, self.example.d_k)]
-        if self.heatmap:
-            matrix = self._matrix(state.causal, state.scaled)
-            parts.append(render_heatmap_html(matrix, state.tokens, state.query))
-        self.display.value = "\n".join(parts)
+    def __repr__(self) -> str:
+        num_layers, num_heads = self.maps[0][2].shape[:2]
+        return (f"ModelExplorer({len(self.tokens)} tokens, {num_layers} layers x {num_heads} "
+                "heads) (interactive in JupyterLab, Colab and on the course website)")
 
-    def _ipython_display_(self):
-        # Both IPython 7.34 (Colab) and 8+ honour _ipython_display_.
-        from IPython.display import display
 
-        display(self.view)
+def synthetic_attentions(num_layers: int, num_heads: int, n: int,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+    """Random but structured attention maps ``(num_layers, num_heads, n, n)`` for tests
+    and demos: each head prefers one relative offset (previous token, same token, next,
+    ...), with some noise; the last head of each layer is causal. Not a model's output."""
+    generator = torch.Generator().manual_seed(0) if generator is None else generator
+    positions = torch.arange(n)
+    offsets = positions[None, :] - positions[:, None]  # (n_q, n_k): key - query
+    maps = torch.empty(num_layers, num_heads, n, n)
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            preferred = (layer + head) % 3 - 1  # -1 previous, 0 itself, +1 next
+            scores = -2.0 * (offsets - preferred).abs().float()
+            scores = scores + 0.7 * torch.randn(n, n, generator=generator)
+            if head == num_heads - 1:
+                scores = scores.masked_fill(offsets > 0, float("-inf"))
+            maps[layer, head] = torch.softmax(scores, dim=-1)
+    return maps
 
 
 # ---------------------------------------------------------------------------------------
-# Static figure
+# Static figures
 # ---------------------------------------------------------------------------------------
 
 
 def explorer_figure(example: AttentionExample | None = None, query: int | str | None = None,
-                    causal: bool = False, scaled: bool = True):
+                    causal: bool = False, scaled: bool = True, temperature: float = 1.0):
     """The explorer's state as a picture: the query's row as bars, and all weights
     ``(n_q, n_k)`` with that row outlined. Returns the matplotlib figure."""
     example = pronoun_example() if example is None else example
-    state = explorer_state(example, query, causal=causal, scaled=scaled)
-    matrix = weight_matrix(example, causal=causal, scaled=scaled)
+    state = explorer_state(example, query, causal=causal, scaled=scaled, temperature=temperature)
+    matrix = weight_matrix(example, causal=causal, scaled=scaled, temperature=temperature)
     n = len(state.tokens)
     positions = range(n)
 
@@ -393,6 +634,8 @@ def explorer_figure(example: AttentionExample | None = None, query: int | str | 
     bars.set_ylabel("attention weight")
     settings = (f"causal mask {'on' if causal else 'off'}, "
                 f"{'÷√' + str(example.d_k) if scaled else 'no scaling'}")
+    if temperature != 1.0:
+        settings += f", T = {temperature:g}"
     bars.set_title(f'query "{state.tokens[state.query]}" ({settings})', fontsize=10)
 
     image = heat.imshow(matrix.numpy(), cmap="Reds", vmin=0.0, vmax=1.0)
@@ -404,4 +647,30 @@ def explorer_figure(example: AttentionExample | None = None, query: int | str | 
                              edgecolor="#1f4e79", linewidth=2.5))
     heat.set_title("all rows; the query's row outlined", fontsize=10)
     fig.colorbar(image, ax=heat, shrink=0.8)
+    return fig
+
+
+def model_view_figure(tokens: Sequence[str], attentions: torch.Tensor, layer: int = 0,
+                      head: int = 0):
+    """Every head of every layer as a small map (rows: layers, columns: heads), the
+    selected one outlined: the model view's opening state as a picture."""
+    tokens, attentions = _require_attentions(tokens, attentions)
+    num_layers, num_heads = attentions.shape[:2]
+    fig, axes = plt.subplots(num_layers, num_heads, squeeze=False, layout="constrained",
+                             figsize=(1.3 * num_heads + 0.6, 1.3 * num_layers + 0.4))
+    for (row, column), axis in zip(itertools.product(range(num_layers), range(num_heads)),
+                                   axes.flat, strict=True):
+        axis.imshow(attentions[row, column].numpy(), cmap="Reds", vmin=0.0, vmax=1.0)
+        axis.set_xticks([])
+        axis.set_yticks([])
+        if row == layer and column == head:
+            for side in axis.spines.values():
+                side.set_edgecolor("#1f4e79")
+                side.set_linewidth(3)
+        if row == 0:
+            axis.set_title(f"head {column}", fontsize=8)
+        if column == 0:
+            axis.set_ylabel(f"layer {row}", fontsize=8)
+    fig.suptitle("attention maps: every head of every layer (query rows, key columns)",
+                 fontsize=9)
     return fig

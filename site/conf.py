@@ -1,0 +1,33 @@
+"""Sphinx configuration of the course website (built by ``python3 tools/course.py site``).
+
+tools/site.py copies this folder and the notebooks into build/site-src/ and runs Sphinx
+there; read that module's docstring for why Sphinx + myst-nb + Furo, and how the site is
+kept offline (every script, style sheet and font is served by the site itself).
+"""
+
+project = "Self-attention, hands-on"
+author = "the course's contributors"
+copyright = "the course's contributors"
+
+extensions = ["myst_nb"]
+# Notebooks are shown with the outputs committed in the repository: CI has already checked
+# that they equal a fresh run, so the site never re-executes anything.
+nb_execution_mode = "off"
+myst_enable_extensions = ["dollarmath", "amsmath"]
+# Lessons go from "# Title" to "###" in places; that is fine for a notebook.
+suppress_warnings = ["myst.header"]
+# notebooks/ holds the committed notebooks that the download links serve.
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "notebooks"]
+
+html_theme = "furo"
+html_title = project
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+# Our own icon: without one the browser asks the server for /favicon.ico.
+html_favicon = "_static/favicon.svg"
+html_show_sourcelink = False
+html_theme_options = {"navigation_with_keys": True}
+
+# MathJax 3 from the npm package, copied into _static/mathjax by tools/site.py: the fonts
+# it loads are found next to the script, so no page asks another host for anything.
+mathjax_path = "mathjax/tex-chtml.js"

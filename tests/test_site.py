@@ -1,0 +1,289 @@
+"""The course website (tools/site.py) in Debian's Chromium: offline, complete, working.
+
+The site is served from build/site/ on 127.0.0.1. Every page is visited while every
+request the browser makes is recorded: any request to another host fails the test (the
+site must work behind a firewall and offline), as does any console error, any math left
+as raw ``$...$``, and any image that did not load. The attention explorer is then used on
+the lesson 09 page with no kernel at all, and its click-to-update latency is printed.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import statistics
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import nbformat
+import pytest
+
+from course_utils.widgets.explorer import explorer_state, pronoun_example
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, _require_chromium
+from tools import site
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
+
+LATENCY_CLICKS = 20
+LATENCY_TARGET_MS = 50
+BUILD_BUDGET_S = 120
+SITE_INPUTS = [ROOT / "site", ROOT / "tools" / "site.py", NOTEBOOK_DIR]
+
+
+def _newest_input() -> float:
+    return max(p.stat().st_mtime for root in SITE_INPUTS for p in [root, *root.rglob("*")])
+
+
+@pytest.fixture(scope="module")
+def site_dir() -> Path:
+    """build/site/, rebuilt when a notebook or the site's sources are newer than it."""
+    index = site.OUTPUT / "index.html"
+    if not index.exists() or index.stat().st_mtime < _newest_input():
+        start = time.monotonic()
+        site.build()
+        elapsed = time.monotonic() - start
+        assert elapsed <= BUILD_BUDGET_S, f"building the site took {elapsed:.0f} s"
+    return site.OUTPUT
+
+
+@pytest.fixture(scope="module")
+def server(site_dir):
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    _require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Visit:
+    """One page opened with every request, console error and page error recorded."""
+
+    def __init__(self, browser, url: str):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}"))
+        self.page.on("response", lambda r: r.status >= 400
+                     and self.errors.append(f"HTTP {r.status}: {r.url}"))
+        self.page.goto(url, wait_until="networkidle")
+
+    def outside_requests(self) -> list[str]:
+        return [url for url in self.requests
+                if urlparse(url).scheme not in ("data", "blob", "about")
+                and urlparse(url).hostname not in ("127.0.0.1", "localhost")]
+
+    def close(self) -> None:
+        self.context.close()
+
+
+MATH_RENDERED_JS = """async () => {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        await MathJax.startup.promise;
+    }
+    const math = [...document.querySelectorAll('span.math, div.math')];
+    return {
+        total: math.length,
+        unrendered: math.filter(e => !e.querySelector('mjx-container'))
+                        .map(e => e.textContent.slice(0, 60)),
+    };
+}"""
+
+# Text outside code and outputs that still looks like TeX between dollars.
+RAW_MATH_JS = """() => {
+    const article = document.querySelector('article') || document.body;
+    const clone = article.cloneNode(true);
+    clone.querySelectorAll('pre, code, .output, .cell_output, mjx-container, script, style')
+        .forEach(e => e.remove());
+    const text = clone.textContent;
+    return (text.match(/\\$\\$?[^$\\s][^$]*?\\$/g) || []).concat(
+        text.match(/\\\\\\(|\\\\\\[|\\\\frac|\\\\sqrt/g) || []);
+}"""
+
+IMAGES_JS = """async () => {
+    const images = [...document.images];
+    for (const img of images) { img.scrollIntoView(); }
+    await Promise.all(images.map(img => img.complete ? null :
+        new Promise(done => { img.onload = img.onerror = done; })));
+    return images.filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src);
+}"""
+
+
+def page_paths(site_dir: Path) -> list[str]:
+    return sorted(p.relative_to(site_dir).as_posix() for p in site_dir.rglob("*.html")
+                  if "_static" not in p.parts)
+
+
+def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site_dir):
+    pages = page_paths(site_dir)
+    lessons = [f"{site.LESSONS}/{name}.html" for name in site._lesson_names()]
+    assert set(lessons) <= set(pages), f"lesson pages missing: {set(lessons) - set(pages)}"
+    problems, math_count = [], 0
+    for path in pages:
+        visit = Visit(browser, f"{server}/{path}")
+        try:
+            math = visit.page.evaluate(MATH_RENDERED_JS)
+            math_count += math["total"]
+            for label, found in (
+                ("requests to other hosts", visit.outside_requests()),
+                ("console or page errors", visit.errors),
+                ("math not rendered", math["unrendered"]),
+                ("raw TeX left in the text", visit.page.evaluate(RAW_MATH_JS)),
+                ("images that did not load", visit.page.evaluate(IMAGES_JS)),
+            ):
+                if found:
+                    problems.append(f"{path}: {label}: {found[:5]}")
+        finally:
+            visit.close()
+    assert not problems, "\n".join(problems)
+    assert math_count > 0, "no math found on any page: is MathJax wired up?"
+
+
+def test_landing_page_lists_every_lesson_in_order_with_badge_and_link(browser, server):
+    visit = Visit(browser, f"{server}/index.html")
+    try:
+        rows = visit.page.evaluate("""() => [...document.querySelectorAll(
+            'table.course-lessons tbody tr')].map(tr => ({
+                number: tr.cells[0].innerText.trim(),
+                href: tr.cells[1].querySelector('a').getAttribute('href'),
+                colab: tr.cells[3].querySelector('a').href,
+                badge: tr.cells[3].querySelector('img').src,
+            }))""")
+        sidebar = visit.page.evaluate("""() => [...document.querySelectorAll(
+            '.sidebar-tree a.reference.internal')].map(a => a.getAttribute('href'))""")
+    finally:
+        visit.close()
+    names = site._lesson_names()
+    assert [row["href"] for row in rows] == [f"{site.LESSONS}/{n}.html" for n in names]
+    assert [row["number"] for row in rows] == [
+        site.lesson_title(nbformat.read(p, as_version=4))[0] for p in lesson_paths()]
+    for row, path in zip(rows, lesson_paths(), strict=True):
+        assert row["colab"].startswith("https://colab.research.google.com/github/")
+        assert row["colab"].endswith(path.relative_to(ROOT).as_posix())
+        assert urlparse(row["badge"]).hostname == "127.0.0.1"
+    assert [h.removesuffix(".html") for h in sidebar] == [f"{site.LESSONS}/{n}" for n in names]
+
+
+def test_lesson_pages_have_navigation_and_a_download_of_the_committed_notebook(
+        browser, server, site_dir):
+    import urllib.request
+
+    names = site._lesson_names()
+    for position, (name, path) in enumerate(zip(names, lesson_paths(), strict=True)):
+        html = (site_dir / site.LESSONS / f"{name}.html").read_text()
+        downloads = re.findall(r'href="([^"]*_downloads/[^"]+\.ipynb)"', html)
+        assert downloads, f"{name}: no download link"
+        url = f"{server}/{site.LESSONS}/{downloads[0]}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.read() == path.read_bytes(), f"{name}: download differs"
+        assert "colab.research.google.com/github/" in html, f"{name}: no Colab link"
+        if position + 1 < len(names):
+            assert 'class="next-page"' in html, f"{name}: no link to the next lesson"
+        if position > 0:
+            assert 'class="prev-page"' in html, f"{name}: no link to the previous lesson"
+
+
+def test_search_finds_a_lesson_offline(browser, server):
+    visit = Visit(browser, f"{server}/search.html?q=softmax")
+    try:
+        visit.page.wait_for_selector("#search-results ul.search li", timeout=20_000)
+        hits = visit.page.evaluate(
+            "() => [...document.querySelectorAll('#search-results ul.search li a')]"
+            ".map(a => a.getAttribute('href'))")
+        assert any(site.LESSONS in hit for hit in hits), hits
+        assert not visit.outside_requests(), visit.outside_requests()
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+# --- the attention explorer on the static site (no kernel) -----------------------------------
+
+CLICK_LATENCY_JS = """async ([index, selector]) => {
+    const root = document.querySelector(selector);
+    const button = root.querySelectorAll('.attn-explorer-token')[index];
+    const updated = () => {
+        const row = root.querySelector('.attn-explorer-row');
+        return row && row.dataset.query === String(index);
+    };
+    return await new Promise((resolve, reject) => {
+        const observer = new MutationObserver(() => {
+            if (updated()) { observer.disconnect(); resolve(performance.now() - start); }
+        });
+        observer.observe(root, {subtree: true, childList: true, attributes: true,
+                                characterData: true});
+        const start = performance.now();
+        button.click();
+        setTimeout(() => { observer.disconnect(); reject(new Error('no update in 5 s')); }, 5000);
+    });
+}"""
+
+
+def shown_row(page, selector: str = ".attn-explorer") -> dict:
+    return page.evaluate("""(selector) => {
+        const row = document.querySelector(selector).querySelector('.attn-explorer-row');
+        return {query: Number(row.dataset.query), causal: row.dataset.causal === '1',
+                scaled: row.dataset.scaled === '1',
+                weights: [...row.querySelectorAll('.attn-explorer-weight')]
+                    .map(s => Number(s.textContent))};
+    }""", selector)
+
+
+def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys):
+    page_name = next(n for n in site._lesson_names() if n.startswith("09_"))
+    visit = Visit(browser, f"{server}/{site.LESSONS}/{page_name}.html")
+    try:
+        page = visit.page
+        page.wait_for_selector(".attn-explorer .attn-explorer-row", timeout=10_000)
+        example = pronoun_example()
+        row = shown_row(page)
+        assert row["query"] == example.default_query
+        assert row["weights"] == pytest.approx(explorer_state(example).weights, abs=6e-4)
+        root = page.locator(".attn-explorer").first
+        root.locator(".attn-explorer-token").nth(1).click()
+        assert shown_row(page)["weights"] == pytest.approx(
+            explorer_state(example, 1).weights, abs=6e-4)
+        root.locator(".attn-explorer-causal").click()
+        root.locator(".attn-explorer-scale").click()
+        assert shown_row(page)["weights"] == pytest.approx(
+            explorer_state(example, 1, causal=True, scaled=False).weights, abs=6e-4)
+        n = len(example.tokens)
+        latencies = [page.evaluate(CLICK_LATENCY_JS, [(2 + step) % n, ".attn-explorer"])
+                     for step in range(LATENCY_CLICKS)]
+        median = statistics.median(latencies)
+        with capsys.disabled():
+            print(f"\nexplorer on the static site: click-to-update latency median "
+                  f"{median:.1f} ms over {len(latencies)} clicks (max {max(latencies):.1f}; "
+                  f"target <= {LATENCY_TARGET_MS} ms)")
+        assert not visit.errors, visit.errors
+        assert not visit.outside_requests(), visit.outside_requests()
+        assert median <= LATENCY_TARGET_MS, f"median click-to-update latency {median:.1f} ms"
+    finally:
+        visit.close()
