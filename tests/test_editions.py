@@ -1,0 +1,117 @@
+"""The English and Chinese editions stay in parity (tools/editions.py)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from tools import editions
+
+
+def _notebook(*cells):
+    """cells: ("md", text) or ("code", source, outputs_text)."""
+    notebook = nbformat.v4.new_notebook()
+    for cell in cells:
+        if cell[0] == "md":
+            notebook.cells.append(nbformat.v4.new_markdown_cell(cell[1]))
+        else:
+            code = nbformat.v4.new_code_cell(cell[1])
+            if len(cell) > 2:
+                code.outputs = [nbformat.v4.new_output("stream", name="stdout", text=cell[2])]
+            notebook.cells.append(code)
+    return notebook
+
+
+ENGLISH = _notebook(
+    ("md", "# Lesson 02 · Q, K, V"),
+    ("code", 'x = torch.ones(2, 3)  # (batch, d_model)\nprint("shape", x.shape)',
+     "shape torch.Size([2, 3])\n"),
+    ("code", 'claim(w.sum(-1).allclose(torch.ones(2)), "rows sum to 1")', "✓ rows sum to 1\n"),
+    ("code", 'print(f"max weight {w.max():.2f} on {label}")', "max weight 0.59 on kitten\n"),
+)
+
+
+def test_a_faithful_translation_has_no_differences():
+    chinese = _notebook(
+        ("md", "# 第 02 课 · Q、K、V"),
+        ("code", 'x = torch.ones(2, 3)  # (batch, d_model)：一批向量\nprint("shape", x.shape)',
+         "shape torch.Size([2, 3])\n"),
+        ("code", 'claim(w.sum(-1).allclose(torch.ones(2)), "每行之和为 1")', "✓ 每行之和为 1\n"),
+        ("code", 'print(f"最大权重 {w.max():.2f} 落在「{label}」上")',
+         "最大权重 0.59 落在「小猫」上\n"),
+    )
+    assert editions.compare(ENGLISH, chinese) == []
+
+
+@pytest.mark.parametrize(
+    ("index", "source", "output", "words"),
+    [
+        (1, 'x = torch.ones(3, 2)  # (batch, d_model)\nprint("shape", x.shape)',
+         "shape torch.Size([3, 2])\n", "code differs"),
+        (2, 'assert w.sum(-1).allclose(torch.ones(2)), "每行之和为 1"', "", "code differs"),
+        (2, 'w.sum(-1)', "", "code differs"),
+        (1, 'x = torch.ones(2, 3)  # (batch, d_model)\nprint("shape", x.shape)',
+         "shape torch.Size([2, 4])\n", "different stored outputs"),
+        (3, 'print(f"最大权重 {w.max():.2f} 落在「{label}」上")', "最大权重 0.61 落在「小猫」上\n",
+         "different numbers"),
+    ],
+    ids=["other shape", "assert instead of claim", "claim dropped", "stale output",
+         "other number"],
+)
+def test_a_drifted_translation_is_caught(index, source, output, words):
+    chinese = _notebook(*[("md", c.source) if c.cell_type == "markdown" else
+                          ("code", c.source, c.outputs[0].text) for c in ENGLISH.cells])
+    chinese.cells[index] = nbformat.v4.new_code_cell(source)
+    chinese.cells[index].outputs = [nbformat.v4.new_output("stream", name="stdout", text=output)]
+    problems = editions.compare(ENGLISH, chinese)
+    assert len(problems) == 1 and words in problems[0], problems
+
+
+def test_a_different_cell_sequence_is_caught():
+    chinese = _notebook(("md", "# 第 02 课"), ("md", "多出的一段"))
+    assert "cell sequence differs" in editions.compare(ENGLISH, chinese)[0]
+
+
+def test_tags_must_match():
+    chinese = nbformat.from_dict(nbformat.v4.new_notebook())
+    chinese.cells = [nbformat.from_dict(dict(cell)) for cell in ENGLISH.cells]
+    chinese.cells[1].metadata = {"tags": ["nbval-ignore-output"]}
+    assert "tags differ" in editions.compare(ENGLISH, chinese)[0]
+
+
+def test_code_shape_keeps_code_and_drops_comments_and_string_text():
+    tokens, strings = editions.code_shape('y = f(x, "a")  # why\nprint(f"{y:.2f} b")\n')
+    assert tokens == ["y", "=", "f", "(", "x", ",", "<str>", ")", "print", "(", "<str>", ")"]
+    assert strings == ['"a"', 'f"{y:.2f} b"']
+
+
+def test_every_lesson_of_one_edition_has_its_twin_in_the_other():
+    missing = [p for p in editions.parity_problems() if "no English edition" in p]
+    assert missing == [], "\n".join(missing)
+
+
+def test_the_glossary_reads_and_every_term_has_both_languages():
+    rows = editions.glossary()
+    assert len(rows) >= 30
+    assert (("query", "queries"), "查询") in rows
+    assert all(variants and chinese for variants, chinese in rows)
+
+
+def test_a_glossary_term_missing_from_the_chinese_prose_is_named():
+    english = _notebook(("md", "A **causal mask** hides the future; the queries stay."))
+    good = _notebook(("md", "**因果掩码**遮住未来；查询不变。"))
+    loose = _notebook(("md", "**因果遮罩**遮住未来；查询不变。"))
+    terms = [(("causal mask",), "因果掩码"), (("query", "queries"), "查询"),
+             (("decoder",), "解码器")]
+    assert editions.glossary_problems(english, good, terms) == []
+    assert editions.glossary_problems(english, loose, terms) == [
+        "glossary: the English prose says 'causal mask', the Chinese prose never says '因果掩码'"]
+
+
+PAIRS = sorted(p.name for p in editions.chinese_lessons())
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_each_chinese_lesson_matches_its_english_twin(name):
+    problems = [p for p in editions.parity_problems() if p.startswith(f"{name}:")]
+    assert problems == [], "\n".join(problems)

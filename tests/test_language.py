@@ -1,0 +1,60 @@
+"""course_utils.language: message language and the CJK font for the Chinese edition."""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pytest
+
+from course_utils import language
+
+
+@pytest.fixture
+def restored():
+    """Leave the language and matplotlib's fonts as they were."""
+    with matplotlib.rc_context():
+        yield
+        language.set_language("en")
+
+
+def _glyph_warnings(title: str) -> list[str]:
+    figure, axes = plt.subplots()
+    axes.set_title(title)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        figure.canvas.draw()
+    plt.close(figure)
+    return [str(w.message) for w in caught if "Glyph" in str(w.message)]
+
+
+def test_without_the_cjk_font_chinese_glyphs_are_missing(restored):
+    matplotlib.rcParams["font.sans-serif"] = ["DejaVu Sans"]
+    matplotlib.rcParams["font.family"] = ["sans-serif"]
+    assert _glyph_warnings("注意力权重")  # the check below can fail: here it does
+
+
+def test_the_chinese_edition_draws_chinese_and_latin_without_missing_glyphs(restored):
+    language.set_language("zh-CN")
+    assert _glyph_warnings("注意力权重 attention weights (n_q, n_k) −1.5") == []
+    assert matplotlib.rcParams["font.family"] == ["sans-serif", language.CJK_FONT]
+
+
+def test_text_follows_the_language(restored):
+    assert language.text(en="rows sum to 1", zh="每行之和为 1") == "rows sum to 1"
+    language.set_language("zh-CN")
+    assert language.current_language() == "zh-CN"
+    assert language.text(en="rows sum to 1", zh="每行之和为 1") == "每行之和为 1"
+
+
+@pytest.mark.parametrize("bad", ["zh", "fr", "", None, 1])
+def test_an_unknown_language_is_named(bad, restored):
+    with pytest.raises(ValueError, match="language should be one of"):
+        language.set_language(bad)
+
+
+def test_a_missing_font_package_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(language.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModuleNotFoundError, match="pip install zhplot"):
+        language.cjk_font_path()

@@ -1,0 +1,180 @@
+"""The two editions of the course, English and Simplified Chinese, kept in parity.
+
+An English lesson ``notebooks/NN_slug.ipynb`` has a Chinese twin
+``notebooks/zh-CN/NN_slug.ipynb``. The twins must have the same cells and the same code:
+only prose (markdown), string literals (labels, titles, messages) and comments may differ.
+Where a code cell's string literals are the same in both editions, its stored outputs
+must be the same too; where they differ (a translated label or message), the outputs must
+still hold the same numbers: no number may depend on the language.
+
+    python -m tools.editions          # list every difference, exit 1 if there is one
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+import nbformat
+
+from tools.lessons import NOTEBOOK_DIR, ROOT, read
+
+CHINESE_DIR = NOTEBOOK_DIR / "zh-CN"
+_STRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+ splits f-strings
+_STRING_END = getattr(tokenize, "FSTRING_END", None)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+            tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
+
+
+def english_lessons() -> list[Path]:
+    return sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+def chinese_lessons() -> list[Path]:
+    return sorted(CHINESE_DIR.glob("*.ipynb"))
+
+
+def twin(path: Path) -> Path:
+    """The other edition's path of a lesson (English ↔ Chinese)."""
+    return NOTEBOOK_DIR / path.name if path.parent == CHINESE_DIR else CHINESE_DIR / path.name
+
+
+def code_shape(source: str) -> tuple[list[str], list[str]]:
+    """Split code into (tokens that must match, string literals that may differ).
+
+    Comments and layout are dropped; each string literal (f-strings included) becomes
+    one placeholder token, and its text goes to the second list.
+    """
+    tokens, strings, depth, current = [], [], 0, []
+    readline = io.StringIO(source.replace("\r\n", "\n")).readline
+    for token in tokenize.generate_tokens(readline):
+        if _STRING_START is not None and token.type == _STRING_START:
+            depth += 1
+            current.append(token.string)
+            continue
+        if depth:
+            current.append(token.string)
+            if token.type == _STRING_END:
+                depth -= 1
+                if not depth:
+                    tokens.append("<str>")
+                    strings.append("".join(current))
+                    current = []
+            continue
+        if token.type == tokenize.STRING:
+            tokens.append("<str>")
+            strings.append(token.string)
+        elif token.type not in _SKIPPED:
+            tokens.append(token.string)
+    return tokens, strings
+
+
+def _outputs(cell) -> list[str]:
+    """A code cell's stored text outputs (streams and text/plain), images left out."""
+    texts = []
+    for output in cell.get("outputs", []):
+        if output.output_type == "stream":
+            texts.append(f"{output.name}: {output.text}")
+        elif output.output_type in ("execute_result", "display_data"):
+            texts.append(output.get("data", {}).get("text/plain", ""))
+        elif output.output_type == "error":
+            texts.append(f"error: {output.ename}")
+    return texts
+
+
+def _numbers(cell) -> list[str]:
+    """The numbers a cell's outputs print, in sorted order (translation may reorder them)."""
+    return sorted(_NUMBER.findall("\n".join(_outputs(cell))))
+
+
+def compare(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> list[str]:
+    """Every way the Chinese notebook departs from the English one, as readable lines."""
+    kinds = [cell.cell_type for cell in english.cells]
+    other_kinds = [cell.cell_type for cell in chinese.cells]
+    if kinds != other_kinds:
+        return [f"cell sequence differs: English {len(kinds)} cells {kinds}, Chinese "
+                f"{len(other_kinds)} cells {other_kinds}"]
+    problems = []
+    for number, (ours, theirs) in enumerate(zip(english.cells, chinese.cells, strict=True), 1):
+        if ours.cell_type != "code":
+            continue
+        try:
+            our_tokens, our_strings = code_shape(ours.source)
+            their_tokens, their_strings = code_shape(theirs.source)
+        except (tokenize.TokenError, IndentationError, SyntaxError) as error:
+            problems.append(f"cell {number}: cannot be read as Python ({error})")
+            continue
+        if our_tokens != their_tokens:
+            at = next((i for i, pair in enumerate(zip(our_tokens, their_tokens, strict=False))
+                       if pair[0] != pair[1]), min(len(our_tokens), len(their_tokens)))
+            problems.append(
+                f"cell {number}: code differs beyond strings and comments, near "
+                f"{' '.join(our_tokens[max(0, at - 3):at + 3])!r} (English) vs "
+                f"{' '.join(their_tokens[max(0, at - 3):at + 3])!r} (Chinese)")
+        elif our_strings == their_strings and _outputs(ours) != _outputs(theirs):
+            problems.append(f"cell {number}: same code, different stored outputs")
+        elif _numbers(ours) != _numbers(theirs):
+            problems.append(f"cell {number}: the stored outputs hold different numbers")
+        if ours.metadata.get("tags", []) != theirs.metadata.get("tags", []):
+            problems.append(f"cell {number}: tags differ {ours.metadata.get('tags', [])} vs "
+                            f"{theirs.metadata.get('tags', [])}")
+    return problems
+
+
+GLOSSARY = ROOT / "GLOSSARY.md"
+_GLOSSARY_ROW = re.compile(r"^\| ([^|]+?) \| ([^|]+?) \| (\d+) \|$", re.M)
+
+
+def glossary() -> list[tuple[tuple[str, ...], str]]:
+    """The glossary's rows: (English variants, Chinese term)."""
+    return [(tuple(v.strip() for v in english.split(" / ")), chinese.strip())
+            for english, chinese, _ in _GLOSSARY_ROW.findall(GLOSSARY.read_text())]
+
+
+def _prose(notebook: nbformat.NotebookNode) -> str:
+    return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+
+
+def glossary_problems(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode,
+                      terms=None) -> list[str]:
+    """Glossary terms the English prose uses whose Chinese term the Chinese prose lacks."""
+    english_prose, chinese_prose = _prose(english).lower(), _prose(chinese)
+    problems = []
+    for variants, chinese_term in terms if terms is not None else glossary():
+        used = any(re.search(rf"\b{re.escape(v.lower())}\b", english_prose) for v in variants)
+        if used and chinese_term not in chinese_prose:
+            problems.append(f"glossary: the English prose says {variants[0]!r}, the Chinese "
+                            f"prose never says {chinese_term!r}")
+    return problems
+
+
+def parity_problems() -> list[str]:
+    """Differences between the editions over the whole course, including missing twins."""
+    problems = []
+    english = {p.name for p in english_lessons()}
+    chinese = {p.name for p in chinese_lessons()}
+    problems += [f"{name}: no Chinese edition (notebooks/zh-CN/{name})"
+                 for name in sorted(english - chinese)]
+    problems += [f"zh-CN/{name}: no English edition" for name in sorted(chinese - english)]
+    for name in sorted(english & chinese):
+        english_notebook, chinese_notebook = read(NOTEBOOK_DIR / name), read(CHINESE_DIR / name)
+        problems += [f"{name}: {problem}" for problem in
+                     compare(english_notebook, chinese_notebook)
+                     + glossary_problems(english_notebook, chinese_notebook)]
+    return problems
+
+
+def main() -> int:
+    problems = parity_problems()
+    for problem in problems:
+        print(problem)
+    print(f"{len(problems)} differences between the editions")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
