@@ -1,0 +1,88 @@
+"""The schematic diagrams draw, carry their labels and shapes, reject bad sizes, and close."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from course_utils.diagrams import multi_head_flow, relay_vs_all_pairs, single_head_flow  # noqa: E402
+
+
+def texts(fig) -> str:
+    """Every piece of text in the figure (titles and annotations), joined."""
+    fig.canvas.draw()  # the figure must actually render
+    return "\n".join(t.get_text() for ax in fig.axes for t in [ax.title, *ax.texts])
+
+
+@pytest.fixture(autouse=True)
+def no_figure_left_open():
+    before = plt.get_fignums()
+    yield
+    left_open = [number for number in plt.get_fignums() if number not in before]
+    for number in left_open:
+        plt.close(number)
+    assert not left_open, "a test left a figure open"
+
+
+def test_relay_vs_all_pairs_draws_the_chain_and_every_link():
+    fig = relay_vs_all_pairs(seq_len=5)
+    text = texts(fig)
+    assert "after 4 hand-overs" in text and "in 1 step" in text
+    relay, links = fig.axes
+    assert len(links.lines) == 5 * 5 - 1, "one grey link per (query, key) pair but the red one"
+    assert sum(t.get_text().startswith("$h_") for t in relay.texts) == 5
+    plt.close(fig)
+
+
+def test_single_head_flow_labels_every_step_with_shapes():
+    fig = single_head_flow()
+    text = texts(fig)
+    for label in ("X", "Q = X W_Q", "K = X W_K", "V = X W_V", "scores = QKᵀ / √d_k",
+                  "softmax", "weights", "output = weights V", "(seq_len, d_model)",
+                  "(seq_len, d_k)", "(seq_len, d_v)", "(seq_len, seq_len)"):
+        assert label in text, label
+    plt.close(fig)
+
+
+def test_single_head_flow_shows_an_examples_sizes():
+    fig = single_head_flow(seq_len=3, d_model=4, d_k=2, d_v=5)
+    text = texts(fig)
+    assert all(shape in text for shape in ("(3, 4)", "(3, 2)", "(3, 5)", "(3, 3)", "(4, 5)"))
+    plt.close(fig)
+
+
+def test_multi_head_flow_labels_split_heads_concatenate_and_w_o():
+    fig = multi_head_flow(num_heads=8, seq_len=10, d_model=64, shown_heads=3)
+    text = texts(fig)
+    for label in ("split the features into 8 heads", "(batch, 8, 10, 8)", "head 1", "head 2",
+                  "head 8", "⋮", "concatenate", "(batch, 10, 64)", "W_O", "(64, 64)"):
+        assert label in text, label
+    assert "head 3" not in text
+    plt.close(fig)
+
+
+def test_multi_head_flow_symbolic_and_without_batch():
+    fig = multi_head_flow(num_heads="num_heads", batch_size=None, shown_heads=2)
+    text = texts(fig)
+    assert "(num_heads, seq_len, d_k)" in text and "num_heads·d_k" in text
+    assert "batch" not in text
+    plt.close(fig)
+    fig = multi_head_flow(num_heads=2, d_model=8, shown_heads=4)  # never more boxes than heads
+    assert "head 2" in texts(fig) and "⋮" not in texts(fig)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(("draw", "error", "words"), [
+    (lambda: relay_vs_all_pairs(seq_len=1), ValueError, "seq_len should be an int in 2..12"),
+    (lambda: single_head_flow(d_k=0), ValueError, "d_k should be a positive int"),
+    (lambda: single_head_flow(d_k=2.5), TypeError, "d_k should be an int or a name"),
+    (lambda: multi_head_flow(shown_heads=0), ValueError, "shown_heads should be an int in 1..4"),
+    (lambda: multi_head_flow(num_heads=True), TypeError, "num_heads should be an int or a name"),
+])
+def test_bad_sizes_are_named(draw, error, words):
+    with pytest.raises(error, match=words):
+        draw()
