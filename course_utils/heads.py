@@ -174,6 +174,12 @@ def previous_accuracy_by_position(model: TwoRelationModel, batch: TwoRelationBat
     return right
 
 
+def two_relation_test_set(seq_len: int = 8, seed: int = 0) -> TwoRelationBatch:
+    """The 1000 test sequences a model trained with ``seed`` is scored on (never trained on)."""
+    return make_two_relation_batch(1000, seq_len,
+                                   generator=torch.Generator().manual_seed(10_000 + seed))
+
+
 def train_two_relation_model(
     num_heads: int,
     d_model: int = 16,
@@ -200,9 +206,7 @@ def train_two_relation_model(
         return loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
 
     fit(model, loss_at_step, steps, lr=lr)
-    test_data = torch.Generator().manual_seed(10_000 + seed)
-    test = make_two_relation_batch(1000, seq_len, generator=test_data)
-    return model, two_relation_accuracy(model, test)
+    return model, two_relation_accuracy(model, two_relation_test_set(seq_len, seed))
 
 
 def heads_sweep(

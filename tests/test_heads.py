@@ -16,6 +16,7 @@ from course_utils.heads import (
     previous_accuracy_by_position,
     train_two_relation_model,
     two_relation_accuracy,
+    two_relation_test_set,
 )
 
 
@@ -168,3 +169,9 @@ def test_sweep_trains_one_model_per_head_count_and_seed_at_fixed_width():
         assert set(accuracy) == {"previous", "partner", "both"}
     with pytest.raises(ValueError, match="num_heads=3"):
         heads_sweep([3], d_model=8, steps=1)
+
+
+def test_test_set_depends_only_on_the_seed_and_holds_1000_sequences():
+    first, again, other = (two_relation_test_set(8, seed) for seed in (3, 3, 4))
+    assert first.letters.shape == (1000, 8)
+    assert torch.equal(first.digits, again.digits) and not torch.equal(first.digits, other.digits)
