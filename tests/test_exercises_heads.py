@@ -51,15 +51,6 @@ def test_parameter_count_reference_equals_the_modules():
     assert count_attention_parameters.reference(768, 12) == 2_362_368  # BERT-base, GPT-2 small
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
 def _d_k(x, heads):
     return x.shape[-1] // heads
 
@@ -268,5 +259,5 @@ COUNT = Mutations(
     ],
 )
 
-MUTATIONS = _Pairs([(split_heads, SPLIT), (merge_heads, MERGE),
-                    (assemble_multi_head, ASSEMBLE), (count_attention_parameters, COUNT)])
+MUTATIONS = {split_heads: SPLIT, merge_heads: MERGE, assemble_multi_head: ASSEMBLE,
+             count_attention_parameters: COUNT}

@@ -176,17 +176,8 @@ def _transposed(p):
     return (torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)).mT  # it is symmetric
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
-MUTATIONS = _Pairs([
-    (measure_variance, Mutations(
+MUTATIONS = {
+    measure_variance: Mutations(
         wrong=[
             ("no sum over d_k", _variance_without_sum, "stays near 1 for every d_k"),
             ("scaled scores", _variance_of_scaled_scores, "stays near 1 for every d_k"),
@@ -205,8 +196,8 @@ MUTATIONS = _Pairs([
             ("batched matmul, correction=0", _batched_matmul),
             ("numpy", _numpy),
         ],
-    )),
-    (entropy_of_rows, Mutations(
+    ),
+    entropy_of_rows: Mutations(
         wrong=[
             ("log base 2", _log_base_2, "log base 2"),
             ("no minus sign", _no_minus_sign, "minus sign"),
@@ -224,8 +215,8 @@ MUTATIONS = _Pairs([
             ("float64 with nan_to_num", _nan_to_num_float64),
             ("in place, with an epsilon", _in_place_with_epsilon),
         ],
-    )),
-    (jacobian_of_softmax, Mutations(
+    ),
+    jacobian_of_softmax: Mutations(
         wrong=[
             ("diag only", _diag_only, "only diag(p)"),
             ("sign flipped", _flipped_sign, "sign is flipped"),
@@ -241,5 +232,5 @@ MUTATIONS = _Pairs([
             ("in-place diagonal", _in_place_diagonal),
             ("transposed (symmetric)", _transposed),
         ],
-    )),
-])
+    ),
+}
