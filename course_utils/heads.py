@@ -118,12 +118,11 @@ def two_relation_accuracy(model: TwoRelationModel, batch: TwoRelationBatch) -> d
     }
 
 
-def head_roles(model: TwoRelationModel, batch: TwoRelationBatch) -> torch.Tensor:
-    """How much weight each head puts on the two relations, averaged over the batch.
+def _weights_on_relations(model: TwoRelationModel, batch: TwoRelationBatch):
+    """Weight each head puts on the previous token and on the partner, per query.
 
-    Returns ``(heads, 2)``: column 0 is the mean weight on the previous token (positions
-    1 onwards), column 1 the mean weight on the partner. A head that does one job well
-    scores near 1 in that column; the rest of its weight is spread elsewhere.
+    Returns two tensors ``(batch, heads, seq_len)``; the weight on "previous" at position 0
+    is 0 (it has no previous token).
     """
     with torch.no_grad():
         _, _, weights = model(batch.letters, batch.digits)  # (batch, heads, n_q, n_k)
@@ -132,9 +131,53 @@ def head_roles(model: TwoRelationModel, batch: TwoRelationBatch) -> torch.Tensor
     previous[0] = False  # position 0 has no previous token (roll wrapped it around)
     same_letter = batch.letters[:, :, None] == batch.letters[:, None, :]
     partner = same_letter & ~torch.eye(seq_len, dtype=torch.bool)  # (batch, n_q, n_k)
-    on_previous = (weights * previous).sum(-1)[..., 1:].mean(dim=(0, 2))  # (heads,)
-    on_partner = (weights * partner[:, None]).sum(-1).mean(dim=(0, 2))  # (heads,)
-    return torch.stack([on_previous, on_partner], dim=-1)
+    return (weights * previous).sum(-1), (weights * partner[:, None]).sum(-1)
+
+
+def head_roles(model: TwoRelationModel, batch: TwoRelationBatch) -> torch.Tensor:
+    """How much weight each head puts on the two relations, averaged over the batch.
+
+    Returns ``(heads, 2)``: column 0 is the mean weight on the previous token (positions
+    1 onwards), column 1 the mean weight on the partner. A head that does one job well
+    scores near 1 in that column; the rest of its weight is spread elsewhere.
+    """
+    on_previous, on_partner = _weights_on_relations(model, batch)  # (batch, heads, seq_len)
+    return torch.stack([on_previous[..., 1:].mean(dim=(0, 2)), on_partner.mean(dim=(0, 2))],
+                       dim=-1)
+
+
+def head_specialisation(model: TwoRelationModel, batch: TwoRelationBatch):
+    """What each head fetches, broken down by the query's letter and by its position.
+
+    Returns ``partner_by_letter`` ``(heads, num_letters)``: mean weight a head puts on the
+    partner when the query has that letter; and ``previous_by_position`` ``(heads, seq_len)``:
+    mean weight on the previous token when the query sits at that position (0 at
+    position 0). A head that serves one letter (or position) scores near 1 in its column.
+    """
+    on_previous, on_partner = _weights_on_relations(model, batch)  # (batch, heads, seq_len)
+    num_letters = batch.letters.shape[-1] // 2
+    has_letter = nn.functional.one_hot(batch.letters, num_letters).float()  # (batch, n, L)
+    partner_by_letter = torch.einsum("bhn,bnl->hl", on_partner, has_letter) / has_letter.sum(
+        dim=(0, 1))
+    return partner_by_letter, on_previous.mean(dim=0)
+
+
+def previous_accuracy_by_position(model: TwoRelationModel, batch: TwoRelationBatch):
+    """Fraction of sequences whose previous digit is right, per position ``(seq_len,)``.
+
+    Position 0 has no previous token: its entry is NaN.
+    """
+    with torch.no_grad():
+        previous_logits, _, _ = model(batch.letters, batch.digits)
+    right = (previous_logits.argmax(-1) == batch.previous_digit).float().mean(dim=0)
+    right[0] = float("nan")
+    return right
+
+
+def two_relation_test_set(seq_len: int = 8, seed: int = 0) -> TwoRelationBatch:
+    """The 1000 test sequences a model trained with ``seed`` is scored on (never trained on)."""
+    return make_two_relation_batch(1000, seq_len,
+                                   generator=torch.Generator().manual_seed(10_000 + seed))
 
 
 def train_two_relation_model(
@@ -163,22 +206,21 @@ def train_two_relation_model(
         return loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
 
     fit(model, loss_at_step, steps, lr=lr)
-    test_data = torch.Generator().manual_seed(10_000 + seed)
-    test = make_two_relation_batch(1000, seq_len, generator=test_data)
-    return model, two_relation_accuracy(model, test)
+    return model, two_relation_accuracy(model, two_relation_test_set(seq_len, seed))
 
 
 def heads_sweep(
-    head_counts, d_model: int = 16, seq_len: int = 8, steps: int = 300, seed: int = 0
+    head_counts, seeds=(0,), d_model: int = 16, seq_len: int = 8, steps: int = 300
 ):
-    """Train one model per head count at fixed ``d_model`` (so ``d_k = d_model / heads``).
+    """Train one model per head count and seed at fixed ``d_model`` (``d_k = d_model / heads``).
 
-    Returns ``{num_heads: (model, accuracy)}`` with the accuracy dict of
-    :func:`two_relation_accuracy`; every model sees the same data and the same test set.
+    Returns ``{(num_heads, seed): (model, accuracy)}`` with the accuracy dict of
+    :func:`two_relation_accuracy`; for one seed every head count sees the same data and
+    the same test set.
     """
     return {
-        num_heads: train_two_relation_model(
+        (num_heads, seed): train_two_relation_model(
             num_heads, d_model=d_model, seq_len=seq_len, steps=steps, seed=seed
         )
-        for num_heads in head_counts
+        for seed in seeds for num_heads in head_counts
     }

@@ -155,6 +155,25 @@ def gradient_norms(d_k: int, rule: str, n_rows: int = 1000, n_keys: int = 16,
     }
 
 
+def gradient_concentration(d_k: int, rule: str, top: float = 0.1, n_rows: int = 1000,
+                           n_keys: int = 16, seed: int = 0) -> float:
+    """Share of the total squared query gradient Σ‖∂L/∂q‖² carried by the ``top`` rows.
+
+    Same rows and loss as :func:`gradient_norms`. A share near ``top`` means every row
+    contributes alike; near 1 means a few rows (those whose best keys nearly tie) send
+    all the gradient, so an optimiser that rescales the step (Adam) learns from them alone.
+    """
+    if not (isinstance(top, float) and 0 < top < 1):
+        raise ValueError(f"top should be a fraction between 0 and 1, got {top!r}")
+    q, k, upstream = random_rows(d_k, n_rows, n_keys, seed)
+    q.requires_grad_(True)
+    scores = (q @ k.transpose(-2, -1)) * scale_factor(d_k, rule)  # (n_rows, 1, n_keys)
+    (torch.softmax(scores, dim=-1) * upstream).sum().backward()
+    squared = q.grad.pow(2).sum(dim=(-2, -1))  # (n_rows,)
+    largest = squared.sort(descending=True).values[: max(1, round(top * n_rows))]
+    return (largest.sum() / squared.sum()).item()
+
+
 def gradient_table(d_ks: Sequence[int], rules: Sequence[str] = ("none", "sqrt"),
                    n_rows: int = 1000, n_keys: int = 16, seed: int = 0) -> list[dict]:
     """``gradient_norms`` per (d_k, rule): dicts ``{"d_k", "rule", "scores", "q"}``."""
@@ -165,8 +184,8 @@ def gradient_table(d_ks: Sequence[int], rules: Sequence[str] = ("none", "sqrt"),
 
 
 # ---------------------------------------------------------------- 4. a toy training run
-class KeyValueRecallTask:
-    """Associative recall: find the value stored under the key the last token asks for.
+class KeyValueLookupTask:
+    """Key-value lookup: find the value stored under the key the last token asks for.
 
     A sequence holds ``n_pairs`` tokens, each the (scaled) sum of a key embedding and a
     value embedding, then one query token carrying only a key that appears earlier.
@@ -184,19 +203,21 @@ class KeyValueRecallTask:
         self.key_embedding = torch.randn(n_keys, d_model, generator=self.generator)
         self.value_embedding = torch.randn(n_values, d_model, generator=self.generator)
 
-    def batch(self, batch: int):
+    def batch(self, batch_size: int):
         """x ``(batch, n_pairs + 1, d_model)`` and target value ids ``(batch,)``."""
-        keys = torch.rand(batch, self.n_keys, generator=self.generator).argsort(dim=-1)
+        batch_size = require_positive_int("batch_size", batch_size)
+        keys = torch.rand(batch_size, self.n_keys, generator=self.generator).argsort(dim=-1)
         keys = keys[:, : self.n_pairs]  # (batch, n_pairs), distinct per row
-        values = torch.randint(self.n_values, (batch, self.n_pairs), generator=self.generator)
-        asked = torch.randint(self.n_pairs, (batch,), generator=self.generator)
-        rows = torch.arange(batch)
+        values = torch.randint(self.n_values, (batch_size, self.n_pairs),
+                               generator=self.generator)
+        asked = torch.randint(self.n_pairs, (batch_size,), generator=self.generator)
+        rows = torch.arange(batch_size)
         pairs = (self.key_embedding[keys] + self.value_embedding[values]) / math.sqrt(2)
         query = self.key_embedding[keys[rows, asked]].unsqueeze(1)  # (batch, 1, d_model)
         return torch.cat([pairs, query], dim=1), values[rows, asked]
 
 
-class RecallModel(nn.Module):
+class LookupModel(nn.Module):
     """One attention head read out from the last position.
 
     W_q and W_k start as N(0, 1/d_model), so q and k components have variance about 1
@@ -222,21 +243,21 @@ class RecallModel(nn.Module):
         return self.readout(out[:, 0])
 
 
-def train_recall(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
-                 batch: int = 64, lr: float = 3e-3) -> list[float]:
-    """Train a ``RecallModel`` on ``KeyValueRecallTask`` with Adam; return the loss of every step.
+def train_lookup(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
+                 batch_size: int = 64, lr: float = 3e-3) -> list[float]:
+    """Train a ``LookupModel`` on ``KeyValueLookupTask`` with Adam; return the loss of every step.
 
     The same seed gives both settings the same task, initial weights and batches, so
     the only difference between two runs is the scaling.
     """
     d_k = require_positive_int("d_k", d_k)
     steps = require_positive_int("steps", steps)
-    task = KeyValueRecallTask(seed=seed)
+    task = KeyValueLookupTask(seed=seed)
     torch.manual_seed(seed)
-    model = RecallModel(task.d_model, d_k, task.n_values, scaled)
+    model = LookupModel(task.d_model, d_k, task.n_values, scaled)
 
     def loss_at_step(step):
-        x, target = task.batch(batch)
+        x, target = task.batch(batch_size)
         return nn.functional.cross_entropy(model(x), target)
 
     return fit(model, loss_at_step, steps, lr=lr)
@@ -245,7 +266,7 @@ def train_recall(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
 def training_comparison(d_ks: Sequence[int], seeds: Sequence[int], steps: int = 200) -> dict:
     """Loss curves for every (d_k, seed, scaled): ``{(d_k, seed, scaled): [loss per step]}``."""
     return {
-        (d_k, seed, scaled): train_recall(d_k, scaled, steps=steps, seed=seed)
+        (d_k, seed, scaled): train_lookup(d_k, scaled, steps=steps, seed=seed)
         for d_k in d_ks for seed in seeds for scaled in (True, False)
     }
 

@@ -10,10 +10,13 @@ from course_utils.heads import (
     NO_TARGET,
     TwoRelationModel,
     head_roles,
+    head_specialisation,
     heads_sweep,
     make_two_relation_batch,
+    previous_accuracy_by_position,
     train_two_relation_model,
     two_relation_accuracy,
+    two_relation_test_set,
 )
 
 
@@ -127,6 +130,29 @@ def test_head_roles_recognise_a_previous_head_a_partner_head_and_a_uniform_head(
     assert roles[0, 1] < 0.5 and roles[1, 0] < 0.5
 
 
+def test_specialisation_splits_the_roles_by_letter_and_by_position():
+    batch = batch_of()
+    n = 8
+    previous_head = torch.eye(n).roll(-1, dims=1).expand(len(batch.letters), n, n)
+    same_letter = batch.letters[:, :, None] == batch.letters[:, None, :]
+    partner_of_a = (same_letter & ~torch.eye(n, dtype=torch.bool)).float()
+    partner_of_a = torch.where((batch.letters == 0)[:, :, None], partner_of_a,
+                               previous_head)  # a head that fetches the partner of A only
+    weights = torch.stack([previous_head, partner_of_a], dim=1)
+    by_letter, by_position = head_specialisation(_Oracle(batch, True, weights), batch)
+    assert by_letter.shape == (2, 4) and by_position.shape == (2, n)
+    torch.testing.assert_close(by_letter[1, 0], torch.tensor(1.0))
+    assert (by_letter[1, 1:] < 0.5).all()
+    torch.testing.assert_close(by_position[0, 1:], torch.ones(n - 1))
+    assert by_position[0, 0] == 0
+
+
+def test_previous_accuracy_by_position():
+    batch = batch_of()
+    right = previous_accuracy_by_position(_Oracle(batch, True), batch)
+    assert right.shape == (8,) and right[0].isnan() and (right[1:] == 1).all()
+
+
 def test_two_heads_learn_both_relations_and_one_head_does_not():
     # The lesson's claim, at a short budget so that the test stays quick.
     _, one = train_two_relation_model(num_heads=1, steps=150, seed=1)
@@ -134,12 +160,18 @@ def test_two_heads_learn_both_relations_and_one_head_does_not():
     assert two["both"] > 0.9 > 0.5 > one["both"]
 
 
-def test_sweep_trains_one_model_per_head_count_at_fixed_width():
-    sweep = heads_sweep([1, 4], d_model=8, steps=2)
-    assert list(sweep) == [1, 4]
-    for num_heads, (model, accuracy) in sweep.items():
+def test_sweep_trains_one_model_per_head_count_and_seed_at_fixed_width():
+    sweep = heads_sweep([1, 4], seeds=(0, 5), d_model=8, steps=2)
+    assert list(sweep) == [(1, 0), (4, 0), (1, 5), (4, 5)]
+    for (num_heads, _), (model, accuracy) in sweep.items():
         assert model.attention.num_heads == num_heads
         assert model.attention.d_k == 8 // num_heads
         assert set(accuracy) == {"previous", "partner", "both"}
     with pytest.raises(ValueError, match="num_heads=3"):
         heads_sweep([3], d_model=8, steps=1)
+
+
+def test_test_set_depends_only_on_the_seed_and_holds_1000_sequences():
+    first, again, other = (two_relation_test_set(8, seed) for seed in (3, 3, 4))
+    assert first.letters.shape == (1000, 8)
+    assert torch.equal(first.digits, again.digits) and not torch.equal(first.digits, other.digits)

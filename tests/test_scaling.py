@@ -1,4 +1,4 @@
-"""Tests of course_utils.scaling, its widget and its exercises (lesson 03)."""
+"""Tests of course_utils.scaling and its widget (lesson 03; exercises: test_exercises_scaling)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from course_utils import scaling  # noqa: E402
-from course_utils.exercises import CORRECT, NOT_ATTEMPTED  # noqa: E402
-from course_utils.exercises import scaling as exercises  # noqa: E402
 from course_utils.widgets import scaling as widget  # noqa: E402
-from tests.exercise_checks import assert_incorrect
 
 
 # ------------------------------------------------------------------ scale factor
@@ -127,6 +124,21 @@ def test_gradient_norms_agree_with_the_jacobian():
     assert norms["scores"] == pytest.approx(by_jacobian.norm(dim=-1).median().item(), rel=1e-5)
 
 
+def test_gradient_concentration_is_a_share_of_the_squared_query_gradient():
+    q, k, upstream = scaling.random_rows(64, n_rows=40, n_keys=6, seed=3)
+    q.requires_grad_(True)
+    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    (weights * upstream).sum().backward()
+    squared = q.grad.pow(2).sum(dim=(-2, -1)).sort(descending=True).values
+    expected = (squared[:4].sum() / squared.sum()).item()
+    share = scaling.gradient_concentration(64, "none", top=0.1, n_rows=40, n_keys=6, seed=3)
+    assert share == pytest.approx(expected, rel=1e-5)
+    assert scaling.gradient_concentration(256, "none", n_rows=300) > 0.75
+    assert scaling.gradient_concentration(256, "sqrt", n_rows=300) < 0.4
+    with pytest.raises(ValueError, match="top"):
+        scaling.gradient_concentration(4, "sqrt", top=1.5)
+
+
 def test_gradients_vanish_without_scaling_only():
     table = {(r["d_k"], r["rule"]): r for r in scaling.gradient_table([4, 1024], n_rows=300)}
     assert table[(1024, "none")]["scores"] < 0.01 * table[(4, "none")]["scores"]
@@ -135,8 +147,8 @@ def test_gradients_vanish_without_scaling_only():
 
 
 # ------------------------------------------------------------------ 4. training
-def test_recall_batch_targets_are_the_value_stored_under_the_asked_key():
-    task = scaling.KeyValueRecallTask(seed=4)
+def test_lookup_batch_targets_are_the_value_stored_under_the_asked_key():
+    task = scaling.KeyValueLookupTask(seed=4)
     x, target = task.batch(32)
     assert x.shape == (32, task.n_pairs + 1, task.d_model) and target.shape == (32,)
     for row in range(32):
@@ -151,15 +163,15 @@ def test_recall_batch_targets_are_the_value_stored_under_the_asked_key():
             pytest.fail(f"row {row}: the asked key is in none of the pairs")
 
 
-def test_recall_task_rejects_more_pairs_than_keys():
+def test_lookup_task_rejects_more_pairs_than_keys():
     with pytest.raises(ValueError, match="n_pairs"):
-        scaling.KeyValueRecallTask(n_keys=4, n_pairs=5)
+        scaling.KeyValueLookupTask(n_keys=4, n_pairs=5)
 
 
 @pytest.mark.parametrize("scaled", [True, False])
-def test_recall_model_matches_torch_attention(scaled):
+def test_lookup_model_matches_torch_attention(scaled):
     torch.manual_seed(0)
-    model = scaling.RecallModel(d_model=8, d_k=16, n_values=5, scaled=scaled)
+    model = scaling.LookupModel(d_model=8, d_k=16, n_values=5, scaled=scaled)
     x = torch.randn(3, 6, 8)
     q, k, v = model.w_q(x[:, -1:]), model.w_k(x[:, :-1]), model.w_v(x[:, :-1])
     out = torch.nn.functional.scaled_dot_product_attention(
@@ -167,13 +179,13 @@ def test_recall_model_matches_torch_attention(scaled):
     assert torch.allclose(model(x), model.readout(out[:, 0]), atol=1e-6)
 
 
-def test_train_recall_is_reproducible_and_restores_threads():
+def test_train_lookup_is_reproducible_and_restores_threads():
     threads = torch.get_num_threads()
-    first = scaling.train_recall(8, scaled=True, steps=5, seed=1)
+    first = scaling.train_lookup(8, scaled=True, steps=5, seed=1)
     assert torch.get_num_threads() == threads
     assert len(first) == 5
-    assert first == scaling.train_recall(8, scaled=True, steps=5, seed=1)
-    assert first != scaling.train_recall(8, scaled=False, steps=5, seed=1)
+    assert first == scaling.train_lookup(8, scaled=True, steps=5, seed=1)
+    assert first != scaling.train_lookup(8, scaled=False, steps=5, seed=1)
 
 
 def test_loss_ratios_divide_unscaled_by_scaled_mean_loss():
@@ -228,78 +240,13 @@ def test_static_figure_shows_histogram_and_row():
     plt.close(fig)
 
 
-# ------------------------------------------------------------------ exercises
-@pytest.mark.parametrize("exercise", [
-    exercises.measure_variance, exercises.entropy_of_rows, exercises.jacobian_of_softmax])
-def test_reference_passes_and_stub_is_not_attempted(exercise):
-    assert exercise.evaluate(exercise.reference).status == CORRECT
-
-    def stub(*args):
-        raise NotImplementedError
-
-    assert exercise.evaluate(stub).status == NOT_ATTEMPTED
-
-
-def _variance_without_sum(d_k, n_pairs=20_000):
-    return (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).var().item()
-
-
-def _variance_of_scaled_scores(d_k, n_pairs=20_000):
-    scores = (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).sum(-1) / math.sqrt(d_k)
-    return scores.var().item()
-
-
-def _standard_deviation(d_k, n_pairs=20_000):
-    return (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).sum(-1).std().item()
-
-
-def _scores_not_their_variance(d_k, n_pairs=20_000):
-    return (torch.randn(n_pairs, d_k) * torch.randn(n_pairs, d_k)).sum(-1)
-
-
-def _uniform_in_place_of_normal(d_k, n_pairs=20_000):
-    return (torch.rand(n_pairs, d_k) * torch.rand(n_pairs, d_k)).sum(-1).var().item()
-
-
-@pytest.mark.parametrize("answer, message", [
-    (_variance_without_sum, "stays near 1 for every d_k"),
-    (_variance_of_scaled_scores, "stays near 1 for every d_k"),
-    (_standard_deviation, "that is the standard deviation"),
-    (_scores_not_their_variance, "should be one number"),
-    (_uniform_in_place_of_normal, "draw q and k from N(0, 1)"),
-])
-def test_measure_variance_catches_typical_mistakes(answer, message):
-    assert_incorrect(exercises.measure_variance, answer, message)
-
-
-@pytest.mark.parametrize("answer, message", [
-    (lambda w: -(w * torch.log2(w.clamp_min(1e-30))).sum(-1), "log base 2"),
-    (lambda w: (w * torch.log(w.clamp_min(1e-30))).sum(-1), "minus sign"),
-    (lambda w: -(w * torch.log(w)).sum(-1), "0 · log 0 counts as 0"),
-    (lambda w: -(w * torch.log(w.clamp_min(1e-30))).sum(0), "should have shape (2, 3)"),
-    (lambda w: -(w * torch.log(w.clamp_min(1e-30))).mean(-1), "values are off"),
-])
-def test_entropy_catches_typical_mistakes(answer, message):
-    assert_incorrect(exercises.entropy_of_rows, answer, message)
-
-
-@pytest.mark.parametrize("answer, message", [
-    (torch.diag_embed, "only diag(p)"),
-    (lambda p: p.unsqueeze(-1) * p.unsqueeze(-2) - torch.diag_embed(p), "sign is flipped"),
-    (lambda p: torch.diag(p) - torch.outer(p, p), "use torch.diag_embed"),
-    (lambda p: torch.diag_embed(p) - p.unsqueeze(-2) * p.unsqueeze(-2), "values are off"),
-])
-def test_jacobian_catches_typical_mistakes(answer, message):
-    assert_incorrect(exercises.jacobian_of_softmax, answer, message)
-
-
 # ------------------------------------------------------------------ figures
-def test_recall_model_starts_with_unit_variance_queries_and_keys():
-    task = scaling.KeyValueRecallTask(seed=0)
+def test_lookup_model_starts_with_unit_variance_queries_and_keys():
+    task = scaling.KeyValueLookupTask(seed=0)
     x, _ = task.batch(512)  # (512, n_pairs + 1, d_model)
     assert x.var().item() == pytest.approx(1.0, rel=0.15)
     torch.manual_seed(0)
-    model = scaling.RecallModel(task.d_model, d_k=256, n_values=task.n_values, scaled=True)
+    model = scaling.LookupModel(task.d_model, d_k=256, n_values=task.n_values, scaled=True)
     with torch.no_grad():
         assert model.w_q(x).var().item() == pytest.approx(1.0, rel=0.2)
         assert model.w_k(x).var().item() == pytest.approx(1.0, rel=0.2)

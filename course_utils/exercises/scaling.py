@@ -8,11 +8,17 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    as_number,
+    attempt,
+    expect_close,
+    expect_shape,
+)
 from course_utils.scaling import row_entropy, softmax_jacobian
 
 # ------------------------------------------------------------------ measure the variance
@@ -22,35 +28,46 @@ VARIANCE_TOLERANCE = 0.12
 VARIANCE_D_KS = (1, 16, 256)
 
 
-def _as_number(value, what: str) -> float:
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
-            raise Incorrect(f"{what} should be one number, got a tensor of shape "
-                            f"{tuple(value.shape)}: reduce with .var() over all samples")
-        return value.item()
-    if isinstance(value, numbers.Real):
-        return float(value)
-    raise Incorrect(f"{what} should be a number, got {type(value).__name__}")
+def _near(value: float, target: float) -> bool:
+    return abs(value - target) < VARIANCE_TOLERANCE * target
 
 
 def _check_variance(answer) -> None:
-    torch.manual_seed(0)
-    measured = {d_k: _as_number(attempt(answer, d_k), f"dot_product_variance({d_k})")
-                for d_k in VARIANCE_D_KS}
-    if all(abs(v - 1) < VARIANCE_TOLERANCE for v in measured.values()):
+    torch.manual_seed(0)  # the learner draws from the global generator; evaluate() restores it
+    measured = {}
+    for d_k in VARIANCE_D_KS:
+        result = attempt(answer, d_k)
+        if isinstance(result, torch.Tensor) and result.numel() > 1:
+            raise Incorrect(f"dot_product_variance({d_k}) returned a tensor of shape "
+                            f"{tuple(result.shape)}: reduce the n_pairs dot products to one "
+                            "number with .var()")
+        measured[d_k] = as_number(result, f"dot_product_variance({d_k})")
+    if all(abs(value) < VARIANCE_TOLERANCE * math.sqrt(d_k) for d_k, value in measured.items()):
+        raise Incorrect("your values are all near 0: that is the mean of the dot products "
+                        "(E[q·k] = 0), not their variance (use .var(), not .mean())")
+    if all(_near(value, 1) for value in measured.values()):
         raise Incorrect(
             "your variance stays near 1 for every d_k, but Var(q·k) should grow like d_k: "
             "measure the raw dot products (no 1/sqrt(d_k) yet) and sum q*k over the "
             "d_k components before taking the variance"
         )
     for d_k, value in measured.items():
-        if d_k > 1 and abs(value - math.sqrt(d_k)) < VARIANCE_TOLERANCE * math.sqrt(d_k):
+        if d_k > 1 and _near(value, math.sqrt(d_k)):
             raise Incorrect(
                 f"for d_k={d_k} you got {value:.3g}, about sqrt(d_k): that is the standard "
                 "deviation; the variance is its square (use .var(), not .std())"
             )
+    if all(_near(value, d_k * 7 / 144) for d_k, value in measured.items()):
+        raise Incorrect(
+            "your variances are about d_k / 20: torch.rand draws from U(0, 1), not N(0, 1) "
+            "(then Var(q_i k_i) = 1/9 − 1/16 = 7/144); draw q and k with torch.randn"
+        )
     for d_k, value in measured.items():
-        if abs(value - d_k) > VARIANCE_TOLERANCE * d_k:
+        if d_k > 1 and _near(value, d_k * d_k):
+            raise Incorrect(f"for d_k={d_k} you got {value:.3g}, about d_k²: divide, do not "
+                            "multiply (or measure the raw scores, without any factor)")
+    for d_k, value in measured.items():
+        if not _near(value, d_k):
             raise Incorrect(
                 f"for d_k={d_k} you measured a variance of {value:.3g}, but theory says "
                 f"{d_k} (allowed: ±{VARIANCE_TOLERANCE:.0%}); draw q and k from N(0, 1) "
@@ -71,7 +88,9 @@ measure_variance = Exercise(
     reference=_reference_variance,
     hints=(
         "Draw q and k of shape (n_pairs, d_k) with torch.randn.",
-        "One dot product per pair: multiply elementwise, then sum over the last dim.",
+        "One dot product per pair: multiply elementwise, then sum over the last dim. Do not "
+        "build q @ k.T: that (n_pairs, n_pairs) matrix of every query against every key has "
+        "400 million entries at n_pairs = 20 000 (1.6 GB) when you need only n_pairs of them.",
         "Return the variance of those n_pairs numbers as a float: .var().item().",
     ),
 )
@@ -88,19 +107,28 @@ def _entropy_cases() -> list[torch.Tensor]:
 
 def _check_entropy(answer) -> None:
     random, uniform, with_zeros = _entropy_cases()
-    result = attempt(answer, random.clone())
+    expected = row_entropy(random)  # (2, 3)
+    result = attempt(answer, random)
     expect_shape(result, random.shape[:-1],
                  "the entropy of weights (2, 3, 5) (one value per row; sum over the keys)")
-    if (result < -1e-6).any():
+    if not result.is_floating_point() or not torch.isfinite(result).all():
+        expect_close(result, expected, "the entropy of random rows")  # names dtype, NaN, inf
+    got = result.detach().double()
+    if (got < -1e-6).any():
         raise Incorrect("you returned negative entropies: H(p) = −Σ p log p has a minus sign")
-    ratio = (result / row_entropy(random)).mean().item()
-    if abs(ratio - 1 / math.log(2)) < 0.01:
+    if torch.allclose(got, expected.double() / math.log(2), atol=1e-4):
         raise Incorrect("your values are 1.44 times too big: that is log base 2 (bits); "
                         "the lesson measures nats, so use torch.log")
-    expect_close(result, row_entropy(random), "the entropy of random rows", atol=1e-4)
-    expect_close(attempt(answer, uniform.clone()), torch.tensor([math.log(4)]),
+    if torch.allclose(got, expected.double() / random.shape[-1], atol=1e-4):
+        raise Incorrect("your values are the entropy divided by n_k: sum over the keys "
+                        "(.sum(dim=-1)), do not average (.mean(dim=-1))")
+    if torch.allclose(got, -torch.log(random.double()).sum(dim=-1), atol=1e-4):
+        raise Incorrect("you summed −log p without weighting each term by p: "
+                        "H(p) = −Σ p log p")
+    expect_close(result, expected, "the entropy of random rows", atol=1e-4)
+    expect_close(attempt(answer, uniform), torch.tensor([math.log(4)]),
                  "the entropy of a uniform row over 4 keys (should be log 4)", atol=1e-4)
-    zeros = attempt(answer, with_zeros.clone())
+    zeros = attempt(answer, with_zeros)
     if isinstance(zeros, torch.Tensor) and torch.isnan(zeros).any():
         raise Incorrect("you return NaN for rows with a zero weight: 0 · log 0 counts as 0, "
                         "e.g. keep only the terms where p > 0 with torch.where")
@@ -132,17 +160,29 @@ def _check_jacobian(answer) -> None:
     scores = torch.randn(4, generator=generator)
     p = torch.softmax(scores, dim=-1)
     expected = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, dim=-1), scores)
-    result = attempt(answer, p.clone())
+    result = attempt(answer, p)
     expect_shape(result, (4, 4), "the Jacobian of one row p (4,)")
-    if torch.allclose(result, torch.diag(p), atol=1e-5):
-        raise Incorrect("you returned only diag(p): each weight also depends on every other "
-                        "score, through the shared denominator (subtract the outer product p pᵀ)")
-    if torch.allclose(result, -expected, atol=1e-5):
-        raise Incorrect("the sign is flipped: it is diag(p) − p pᵀ, so the diagonal is positive")
+    if result.is_floating_point() and torch.isfinite(result).all():
+        got, p64 = result.detach().double(), p.double()
+        outer = torch.outer(p64, p64)
+        mistakes = (
+            (torch.diag(p64), "you returned only diag(p): each weight also depends on every "
+             "other score, through the shared denominator (subtract the outer product p pᵀ)"),
+            (-expected.double(), "the sign is flipped: it is diag(p) − p pᵀ, so the diagonal "
+             "is positive"),
+            (torch.diag(p64 * (1 - p64)), "you returned only the diagonal p_i (1 − p_i): the "
+             "off-diagonal entries −p_i p_j are missing (∂p_i/∂s_j is not 0 for i ≠ j)"),
+            (torch.eye(4, dtype=torch.float64) - outer, "the diagonal part is diag(p), not "
+             "the identity: ∂p_i/∂s_i = p_i (1 − p_i)"),
+            (-outer, "you returned only −p pᵀ: add diag(p) (the δ_ij p_i part)"),
+        )
+        for wrong, message in mistakes:
+            if torch.allclose(got, wrong, atol=1e-5):
+                raise Incorrect(message)
     expect_close(result, expected, "the Jacobian of one row (compared with torch.autograd)")
     batch = torch.softmax(torch.randn(2, 3, 4, generator=generator), dim=-1)
     try:
-        batched = attempt(answer, batch.clone())
+        batched = attempt(answer, batch)
     except RuntimeError as error:
         raise Incorrect(
             "it works for one row but fails on weights (2, 3, 4) "
