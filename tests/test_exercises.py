@@ -23,7 +23,7 @@ from course_utils.exercises import (
     expect_close,
 )
 from course_utils.exercises.qkv import project_qkv
-from tests.exercise_checks import assert_correct, assert_incorrect
+from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, assert_correct, assert_incorrect
 
 
 def _double_checker(answer):
@@ -99,20 +99,37 @@ def test_checking_leaves_the_learners_random_state_alone(key):
     assert (random.random(), np.random.rand(), torch.rand(()).item()) == expected
 
 
-def _mutation_tables():
-    """Every ``MUTATIONS`` table of tests/test_exercises_*.py, as rows for parametrize."""
-    rows = []
+def _all_mutation_tables() -> dict:
+    """``{exercise: Mutations}`` from every tests/test_exercises_*.py module."""
+    tables = {}
     for path in sorted(Path(__file__).parent.glob("test_exercises_*.py")):
-        module = importlib.import_module(f"tests.{path.stem}")
-        for exercise, table in getattr(module, "MUTATIONS", {}).items():
-            rows += [pytest.param(exercise, answer, words, id=f"{exercise.title}: {name}")
-                     for name, answer, words in table.wrong]
-            rows += [pytest.param(exercise, answer, None, id=f"{exercise.title}: ok {name}")
-                     for name, answer in table.right]
+        tables.update(getattr(importlib.import_module(f"tests.{path.stem}"), "MUTATIONS", {}))
+    return tables
+
+
+TABLES = _all_mutation_tables()
+
+
+def _mutation_rows():
+    rows = []
+    for exercise, table in TABLES.items():
+        rows += [pytest.param(exercise, answer, words, id=f"{exercise.title}: {name}")
+                 for name, answer, words in table.wrong]
+        rows += [pytest.param(exercise, answer, None, id=f"{exercise.title}: ok {name}")
+                 for name, answer in table.right]
     return rows
 
 
-@pytest.mark.parametrize(("exercise", "answer", "words"), _mutation_tables())
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_exercise_has_a_mutation_table_of_the_course_standard(key):
+    exercise = EXERCISES[key]
+    assert exercise in TABLES, f"{key}: no MUTATIONS table in tests/test_exercises_*.py"
+    table = TABLES[exercise]
+    assert len(table.wrong) >= MIN_WRONG, f"{key}: {len(table.wrong)} wrong answers"
+    assert len(table.right) >= MIN_RIGHT, f"{key}: {len(table.right)} right answers"
+
+
+@pytest.mark.parametrize(("exercise", "answer", "words"), _mutation_rows())
 def test_mutation_tables_wrong_rejected_with_their_message_right_accepted(exercise, answer, words):
     if words is None:
         assert_correct(exercise, answer)
