@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_utils.checks import require_positive_int, require_tensor
+from course_utils.checks import require_positive_int, require_seed, require_tensor
 from course_utils.masks import expand_padding_mask, padding_mask
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -766,14 +766,6 @@ def _name_of(attention) -> str:
     return getattr(attention, "__name__", type(attention).__name__)
 
 
-def _require_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed should be an int >= 0, got {type(seed).__name__} {seed!r}")
-    if not 0 <= seed < 2**62:
-        raise ValueError(f"seed should be an int >= 0 (and below 2**62), got {seed}")
-    return seed
-
-
 def diagnose(attention, d_model: int | None = None, seed: int = 0) -> Report:
     """Run every probe on ``attention`` (a function or a module) and return a Report.
 
@@ -783,7 +775,7 @@ def diagnose(attention, d_model: int | None = None, seed: int = 0) -> Report:
     and the other probes still run; when it returns something other than
     ``(output, weights)``, every probe says so.
     """
-    seed = _require_seed(seed)
+    seed = require_seed("seed", seed)
     subject = _subject_for(attention, d_model)
     probes = _Probes(subject, seed)
     runners = {

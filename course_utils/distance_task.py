@@ -107,25 +107,6 @@ class DistanceTask:
         return " ".join(words)
 
 
-def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
-    """Return ``tokens`` if it is an integer tensor ``(batch, seq_len)`` of valid ids."""
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(
-            "tokens should be a torch.Tensor of shape (batch, seq_len), "
-            f"got {type(tokens).__name__}"
-        )
-    if tokens.is_floating_point() or tokens.dtype == torch.bool:
-        raise TypeError(f"tokens should hold integer token ids, got dtype {tokens.dtype}")
-    if tokens.dim() != 2:
-        raise ValueError(f"tokens should have shape (batch, seq_len), got {tuple(tokens.shape)}")
-    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
-        raise ValueError(
-            f"token ids should lie in 0..{vocab_size - 1}, "
-            f"got {int(tokens.min())}..{int(tokens.max())}"
-        )
-    return tokens
-
-
 def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: int = 64,
                  lr: float = 3e-3, min_distance: int = 1, max_grad_norm: float = 1.0,
                  generator: torch.Generator | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from course_utils.attention import SelfAttention
-from course_utils.distance_task import check_tokens
+from course_utils.checks import require_token_ids
 
 
 class RecurrentReader(nn.Module):
@@ -34,7 +34,7 @@ class RecurrentReader(nn.Module):
         self.readout = nn.Linear(d_hidden, num_classes)
 
     def forward(self, tokens):
-        tokens = check_tokens(tokens, self.vocab_size)
+        tokens = require_token_ids("tokens", tokens, self.vocab_size)
         states, _ = self.recurrent(self.embed(tokens))  # (batch, seq_len, d_hidden)
         return self.readout(states[:, -1])  # (batch, num_classes)
 
@@ -58,7 +58,7 @@ class AttentionReader(nn.Module):
     def forward(self, tokens, return_weights: bool = False):
         """Logits ``(batch, num_classes)``; with ``return_weights`` also the last
         query's attention weights ``(batch, seq_len)``."""
-        tokens = check_tokens(tokens, self.vocab_size)
+        tokens = require_token_ids("tokens", tokens, self.vocab_size)
         output, weights = self.attention(self.embed(tokens))  # (batch, seq_len, d_model)
         logits = self.readout(output[:, -1])  # (batch, num_classes)
         return (logits, weights[:, -1]) if return_weights else logits

@@ -266,11 +266,11 @@ def test_in_place_edits_of_the_inputs_cannot_fool_the_probes():
 
 
 @pytest.mark.parametrize(("kwargs", "error", "words"), [
-    ({"seed": "1"}, TypeError, "seed should be an int >= 0, got str '1'"),
-    ({"seed": 1.5}, TypeError, "seed should be an int >= 0, got float"),
+    ({"seed": "1"}, TypeError, "seed should be an int from 0 to 2**32 - 1, got str '1'"),
+    ({"seed": 1.5}, TypeError, "seed should be an int from 0 to 2**32 - 1, got float"),
     ({"seed": True}, TypeError, "got bool"),
-    ({"seed": -1}, ValueError, "seed should be an int >= 0"),
-    ({"seed": 2**64}, ValueError, "below 2**62"),
+    ({"seed": -1}, ValueError, "seed should be an int from 0 to 2**32 - 1, got -1"),
+    ({"seed": 2**32}, ValueError, "got 4294967296"),
 ])
 def test_bad_arguments_of_diagnose_itself_raise_and_blame_nobody_else(kwargs, error, words):
     with pytest.raises(error, match=words.replace("*", r"\*")):
