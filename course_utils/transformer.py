@@ -22,7 +22,7 @@ from torch import nn
 
 from course_utils.attention import MultiHeadAttention
 from course_utils.checks import require_positive_int, require_tensor
-from course_utils.masks import causal_mask, expand_padding_mask
+from course_utils.masks import causal_mask
 from course_utils.recall import check_tokens
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
@@ -53,6 +53,19 @@ def _require_stream(name: str, x, notation: str, module: nn.Module) -> torch.Ten
             "convert one of them with .to()"
         )
     return x
+
+
+def _require_key_padding(name: str, mask, batch_and_n_src) -> torch.Tensor:
+    """A padding mask on the memory as ``(batch, n_src)`` (True = real token); ``(batch, 1,
+    n_src)``, which broadcasts over the queries, is accepted too."""
+    batch, n_src = batch_and_n_src
+    if (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+            and tuple(mask.shape) in ((batch, n_src), (batch, 1, n_src))):
+        return mask.reshape(batch, n_src)
+    got = (f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor)
+           else type(mask).__name__)
+    raise ValueError(f"{name} should be a bool (batch, n_src) = {(batch, n_src)} "
+                     f"tensor (or (batch, 1, n_src)), True at real tokens, got {got}")
 
 
 def _layer_norm(d_model: int, eps: float, enabled: bool = True) -> nn.Module:
@@ -191,9 +204,10 @@ class DecoderBlock(nn.Module):
     pre-LN (``norm_first=True``) normalises each sublayer's input instead. ``forward(x,
     memory, memory_padding_mask=None)`` takes the decoder's tokens x ``(batch, n_tgt,
     d_model)``, the encoder's output memory ``(batch, n_src, d_model)`` and an optional bool
-    ``(batch, n_src)`` mask, True at the real source tokens (padding gets no weight). It
-    returns ``(output, self_weights, cross_weights)``: ``(batch, n_tgt, d_model)``,
-    ``(batch, num_heads, n_tgt, n_tgt)`` and ``(batch, num_heads, n_tgt, n_src)``.
+    ``(batch, n_src)`` (or ``(batch, 1, n_src)``) mask, True at the real source tokens
+    (padding gets no weight). It returns ``(output, self_weights, cross_weights)``:
+    ``(batch, n_tgt, d_model)``, ``(batch, num_heads, n_tgt, n_tgt)`` and
+    ``(batch, num_heads, n_tgt, n_src)``.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False,
@@ -215,16 +229,9 @@ class DecoderBlock(nn.Module):
                              f"and {memory.shape[0]}")
         cross_mask = None
         if memory_padding_mask is not None:
-            expected = (memory.shape[0], memory.shape[1])
-            if (not isinstance(memory_padding_mask, torch.Tensor)
-                    or memory_padding_mask.dtype != torch.bool
-                    or tuple(memory_padding_mask.shape) != expected):
-                got = (f"{memory_padding_mask.dtype} of shape {tuple(memory_padding_mask.shape)}"
-                       if isinstance(memory_padding_mask, torch.Tensor)
-                       else type(memory_padding_mask).__name__)
-                raise ValueError("memory_padding_mask should be a bool (batch, n_src) = "
-                                 f"{expected} tensor, True at real tokens, got {got}")
-            cross_mask = expand_padding_mask(memory_padding_mask)  # (batch, 1, 1, n_src)
+            keys = _require_key_padding("memory_padding_mask", memory_padding_mask,
+                                        memory.shape[:2])
+            cross_mask = keys[:, None, None, :]  # (batch, 1, 1, n_src): every head and query
         mask = causal_mask(x.shape[1], device=x.device)  # (n_tgt, n_tgt): only the past
         if self.norm_first:  # pre-LN: x + sublayer(norm(x))
             h = self.norm1(x)
@@ -359,10 +366,10 @@ class TinyEncoderDecoder(nn.Module):
 
     ``forward(src, tgt, src_padding_mask=None)``: source ids ``(batch, n_src)``, target ids
     ``(batch, n_tgt)`` (the decoder's input, e.g. a start token then the target shifted right),
-    and an optional bool ``(batch, n_src)`` mask, True at real source tokens (padding is
-    neither attended to by the encoder nor read by the decoder). Returns ``(logits,
-    cross_weights)``: ``(batch, n_tgt, vocab_size)`` and ``(batch, num_layers, num_heads,
-    n_tgt, n_src)``, every decoder block's cross-attention. Pre-LN blocks by default.
+    and an optional bool ``(batch, n_src)`` or ``(batch, 1, n_src)`` mask, True at real source
+    tokens (padding is neither attended to by the encoder nor read by the decoder). Returns
+    ``(logits, cross_weights)``: ``(batch, n_tgt, vocab_size)`` and ``(batch, num_layers,
+    num_heads, n_tgt, n_src)``, every decoder block's cross-attention. Pre-LN by default.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int = 1,
@@ -397,8 +404,10 @@ class TinyEncoderDecoder(nn.Module):
             raise ValueError(f"src and tgt should share the batch size, got {memory.shape[0]} "
                              f"and {x.shape[0]}")
         encoder_mask = None
-        if src_padding_mask is not None:  # the decoder blocks validate its shape and dtype
-            encoder_mask = expand_padding_mask(src_padding_mask)  # (batch, 1, 1, n_src)
+        if src_padding_mask is not None:
+            src_padding_mask = _require_key_padding("src_padding_mask", src_padding_mask,
+                                                    src.shape[:2])
+            encoder_mask = src_padding_mask[:, None, None, :]  # (batch, 1, 1, n_src)
         for block in self.encoder:
             memory, _ = block(memory, mask=encoder_mask)
         memory = self.encoder_norm(memory)

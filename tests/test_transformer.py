@@ -264,7 +264,7 @@ def test_decoder_block_equals_torch_decoder_layer(norm_first, padded, activation
     block = DecoderBlock.from_torch(layer)
     x = torch.randn(3, N_TGT, D_MODEL, generator=generator, requires_grad=True)
     memory = torch.randn(3, N_SRC, D_MODEL, generator=generator, requires_grad=True)
-    padding = padding_mask([6, 3, 1], N_SRC) if padded else None
+    padding = padding_mask([6, 3, 1], N_SRC).reshape(3, N_SRC) if padded else None
     expected = layer(x, memory, tgt_mask=to_mha_convention(causal_mask(N_TGT)),
                      tgt_is_causal=True,
                      memory_key_padding_mask=None if padding is None else ~padding)
@@ -306,12 +306,14 @@ def test_padding_content_never_reaches_the_decoder():
     torch.manual_seed(3)
     block = DecoderBlock(D_MODEL, HEADS, D_FF, norm_first=True)
     x, memory = torch.randn(2, N_TGT, D_MODEL), torch.randn(2, N_SRC, D_MODEL)
-    padding = padding_mask([6, 2], N_SRC)
+    padding = padding_mask([6, 2], N_SRC)  # (batch, n_src) or (batch, 1, n_src): both taken
     scrambled = memory.clone()
     scrambled[1, 2:] = 1e3 * torch.randn(N_SRC - 2, D_MODEL)
     with torch.no_grad():
         torch.testing.assert_close(block(x, memory, padding)[0],
                                    block(x, scrambled, padding)[0])
+        torch.testing.assert_close(block(x, memory, padding.reshape(2, 1, N_SRC))[0],
+                                   block(x, memory, padding.reshape(2, N_SRC))[0])
 
 
 # --- the encoder-decoder and the ViT --------------------------------------------------------
@@ -320,7 +322,7 @@ def test_tiny_encoder_decoder_shapes_causality_and_padding():
     torch.manual_seed(4)
     model = TinyEncoderDecoder(vocab_size=11, max_len=8, d_model=16, num_heads=2, num_layers=2)
     src, tgt = torch.randint(11, (3, 7)), torch.randint(11, (3, 5))  # n_src != n_tgt
-    padding = padding_mask([7, 4, 1], 7)
+    padding = padding_mask([7, 4, 1], 7).reshape(3, 7)  # (batch, n_src)
     with torch.no_grad():
         logits, cross = model(src, tgt, src_padding_mask=padding)
         assert logits.shape == (3, 5, 11) and cross.shape == (3, 2, 2, 5, 7)
@@ -463,7 +465,7 @@ BAD_INPUTS = {
                                           "share the batch size"),
     "TinyEncoderDecoder padding (n_src,)": (
         lambda: _seq2seq()(TOKENS, TOKENS, torch.ones(SEQ_LEN, dtype=torch.bool)),
-        ValueError, "padding mask of shape (batch, n_k)"),
+        ValueError, "src_padding_mask should be a bool (batch, n_src)"),
     "image_patches 3-D": (lambda: image_patches(torch.randn(2, 8, 8), 2), ValueError,
                           "(batch, channels, height, width)"),
     "image_patches not a multiple": (lambda: image_patches(torch.randn(2, 1, 8, 8), 3),
