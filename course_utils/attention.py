@@ -8,11 +8,21 @@ of ``torch.nn.functional.scaled_dot_product_attention``.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
-from course_utils.checks import require_bool_mask, require_positive_int, require_tensor
+from course_utils.checks import (
+    require_bool,
+    require_bool_mask,
+    require_divisible,
+    require_matches_module,
+    require_positive_int,
+    require_same_device,
+    require_same_dtype,
+    require_tensor,
+)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
@@ -22,9 +32,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
         q: ``(..., n_q, d_k)`` queries.
         k: ``(..., n_k, d_k)`` keys.
         v: ``(..., n_k, d_v)`` values. Leading batch/head dims of q, k, v broadcast.
-        mask: optional bool, broadcastable to ``(..., n_q, n_k)``; True = may attend.
-        scale: factor applied to the scores; ``None`` means ``1/sqrt(d_k)``,
-            ``1.0`` turns scaling off.
+        mask: optional bool, True = may attend: ``(n_q, n_k)`` shared by the batch, or
+            one axis per axis of the scores ``(..., n_q, n_k)`` (size 1 where shared), e.g.
+            ``(batch, 1, n_k)`` for a padding mask; see ``checks.require_bool_mask``.
+        scale: a finite real factor (or a 0-dim float tensor) applied to the scores;
+            ``None`` means ``1/sqrt(d_k)``, ``1.0`` turns scaling off.
 
     Returns:
         output ``(..., n_q, d_v)`` and weights ``(..., n_q, n_k)``.
@@ -35,10 +47,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
     q = require_tensor("q", q, "(..., n_q, d_k)")
     k = require_tensor("k", k, "(..., n_k, d_k)")
     v = require_tensor("v", v, "(..., n_k, d_v)")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(
-            f"q, k and v should share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
-        )
+    require_same_dtype(q=q, k=k, v=v)
+    require_same_device(q=q, k=k, v=v, mask=mask)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q is (..., n_q, d_k) with d_k={q.shape[-1]} but k is (..., n_k, d_k) with "
@@ -57,12 +67,20 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
             f"k {tuple(k.shape[:-2])} and v {tuple(v.shape[:-2])} do not broadcast"
         ) from None
     scores_shape = torch.Size((*batch, q.shape[-2], k.shape[-2]))
+    if mask is not None:
+        mask = require_bool_mask(mask, scores_shape, "(..., n_q, n_k)")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
+    elif isinstance(scale, torch.Tensor) and scale.dim() == 0 and scale.is_floating_point():
+        require_same_device(q=q, scale=scale)  # e.g. a learned temperature
+    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale should be a real number (or None for 1/sqrt(d_k)), "
+                        f"got {type(scale).__name__}")
+    elif not math.isfinite(scale):
+        raise ValueError(f"scale should be a finite number, got {scale}")
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., n_q, n_k)
     if mask is not None:
-        mask = require_bool_mask(mask, scores_shape, "(..., n_q, n_k)")
         # A row with no allowed key would be softmax(-inf, ..., -inf) = NaN. Give such
         # rows finite scores for the softmax, then zero their weights afterwards.
         row_has_key = mask.any(dim=-1, keepdim=True)
@@ -83,7 +101,9 @@ class SelfAttention(nn.Module):
 
     def __init__(self, d_model: int, d_k: int, d_v: int):
         super().__init__()
-        self.d_model = d_model
+        self.d_model = require_positive_int("d_model", d_model)
+        require_positive_int("d_k", d_k)
+        require_positive_int("d_v", d_v)
         self.w_q = nn.Linear(d_model, d_k)
         self.w_k = nn.Linear(d_model, d_k)
         self.w_v = nn.Linear(d_model, d_v)
@@ -95,6 +115,8 @@ class SelfAttention(nn.Module):
                 f"x should be (batch, seq_len, d_model) with d_model={self.d_model}, "
                 f"got shape {tuple(x.shape)}"
             )
+        require_matches_module("x", x, self)
+        require_same_device(x=x, mask=mask)
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)  # (batch, seq_len, d_k or d_v)
         return scaled_dot_product_attention(q, k, v, mask=mask)
 
@@ -107,20 +129,15 @@ def split_heads(x, num_heads: int):
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
-    require_positive_int("num_heads", num_heads)
     if x.dim() != 3:
         raise ValueError(
             f"x should have shape (batch, seq_len, d_model), got shape {tuple(x.shape)}"
         )
     batch, seq_len, d_model = x.shape
-    if d_model % num_heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by num_heads={num_heads}: "
-            "every head needs the same width d_k = d_model / num_heads"
-        )
+    d_k = require_divisible(d_model, num_heads)
     # view keeps the feature order (head-major), transpose puts heads next to batch
     # so that one batched matmul attends in every head at once.
-    return x.view(batch, seq_len, num_heads, d_model // num_heads).transpose(1, 2)
+    return x.view(batch, seq_len, num_heads, d_k).transpose(1, 2)
 
 
 def merge_heads(x):
@@ -150,16 +167,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True):
         super().__init__()
-        require_positive_int("d_model", d_model)
-        require_positive_int("num_heads", num_heads)
-        if d_model % num_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}: "
-                "every head needs the same width d_k = d_model / num_heads"
-            )
+        self.d_k = require_divisible(d_model, num_heads)
+        require_bool("bias", bias)
         self.d_model = d_model
         self.num_heads = num_heads
-        self.d_k = d_model // num_heads
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
@@ -172,12 +183,7 @@ class MultiHeadAttention(nn.Module):
                 f"{name} should have shape {notation} with d_model={self.d_model}, "
                 f"got shape {tuple(x.shape)}"
             )
-        if x.dtype != self.w_q.weight.dtype:
-            raise TypeError(
-                f"{name} has dtype {x.dtype} but the module's weights are "
-                f"{self.w_q.weight.dtype}; convert one of them with .to()"
-            )
-        return x
+        return require_matches_module(name, x, self)
 
     def forward(self, query, key=None, value=None, mask=None):
         key = query if key is None else key
@@ -196,6 +202,7 @@ class MultiHeadAttention(nn.Module):
                 f"n_k={value.shape[1]}: every key needs exactly one value"
             )
         if mask is not None:
+            require_same_device(query=query, mask=mask)
             scores_shape = torch.Size(
                 (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
             )

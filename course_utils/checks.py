@@ -1,12 +1,30 @@
-"""Input checks that turn a confusing traceback into a message in the course notation."""
+"""Input checks that turn a confusing traceback into a message in the course notation.
+
+Every public function and class of ``course_utils`` validates its arguments with these, so
+each rule is written once. A failed check raises ``TypeError`` (wrong kind of thing) or
+``ValueError`` (right kind, wrong value or shape) whose message names the argument, what was
+expected and what came. Each ``require_*`` returns its (checked) value, so it reads as
+``x = require_tensor("x", x, "(batch, seq_len, d_model)")``.
+"""
 
 from __future__ import annotations
 
+import math
+
 import torch
+from torch import nn
+
+
+def _describe(value) -> str:
+    """What came, for an error message: a tensor's dtype and shape, else type and value."""
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def require_tensor(name: str, value, notation: str) -> torch.Tensor:
-    """Return ``value`` if it is a floating-point tensor of at least two dims.
+    """Return ``value`` if it is a floating-point tensor of at least the dims ``notation`` names.
 
     ``notation`` is the expected shape in the course notation, e.g. ``"(..., n_q, d_k)"``;
     it appears in the error so the learner sees what was expected next to what came.
@@ -29,8 +47,22 @@ def require_tensor(name: str, value, notation: str) -> torch.Tensor:
     return value
 
 
+def _padding_hint(target_rank: int) -> str:
+    """How a key padding mask looks for scores of ``target_rank`` dims (at least 3)."""
+    ones, nones = ", 1" * (target_rank - 2), "None, " * (target_rank - 2)
+    return (f"for these scores a padding mask is (batch{ones}, n_k); from (batch, n_k) that is "
+            f"mask[:, {nones}:]")
+
+
 def require_bool_mask(mask, target_shape: torch.Size, notation: str) -> torch.Tensor:
-    """Return ``mask`` if it is a bool tensor that broadcasts to ``target_shape``."""
+    """Return ``mask`` if it is a bool tensor that broadcasts to the scores' ``target_shape``.
+
+    The rank rule removes the one silent mistake broadcasting allows: a mask of 1 or 2 dims
+    is ``(n_k,)`` or ``(n_q, n_k)``, shared by every batch element and head; a mask of 3 or
+    more dims must have exactly as many dims as the scores (``1`` where it is shared), so a
+    padding mask ``(batch, n_k)`` can never be read as ``(n_q, n_k)`` nor a batch axis as a
+    heads axis. ``notation`` is the scores' shape in the course notation.
+    """
     if not isinstance(mask, torch.Tensor):
         raise TypeError(
             f"mask should be a bool torch.Tensor broadcastable to {notation}, "
@@ -41,6 +73,14 @@ def require_bool_mask(mask, target_shape: torch.Size, notation: str) -> torch.Te
             f"mask should be bool (True = may attend), got dtype {mask.dtype}; "
             "for a 0/1 mask use mask.bool(), for an additive float mask see lesson 05"
         )
+    target_shape = torch.Size(target_shape)
+    if mask.dim() >= 3 and mask.dim() != len(target_shape):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} has {mask.dim()} dims but the scores "
+            f"{notation} = {tuple(target_shape)} have {len(target_shape)}: a mask is either "
+            f"(n_q, n_k), shared by the whole batch, or has one axis per axis of the scores "
+            f"(size 1 where it is shared); {_padding_hint(max(len(target_shape), 3))}"
+        )
     try:
         broadcast = torch.broadcast_shapes(mask.shape, target_shape)
     except RuntimeError:
@@ -48,16 +88,161 @@ def require_bool_mask(mask, target_shape: torch.Size, notation: str) -> torch.Te
     if broadcast != target_shape:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"{notation} = {tuple(target_shape)}; a padding mask (batch, n_k) needs "
-            "expand_padding_mask() first"
+            f"{notation} = {tuple(target_shape)}; {_padding_hint(max(len(target_shape), 3))}"
         )
     return mask
 
 
+def require_same_device(**tensors) -> torch.device | None:
+    """Check that the given tensors (``None`` ones are skipped) share one device; return it.
+
+    Called with the argument names, e.g. ``require_same_device(q=q, k=k, v=v, mask=mask)``,
+    so the error names each tensor and where it lives.
+    """
+    given = {name: t for name, t in tensors.items() if isinstance(t, torch.Tensor)}
+    devices = {t.device for t in given.values()}
+    if len(devices) > 1:
+        where = ", ".join(f"{name} on {t.device}" for name, t in given.items())
+        raise ValueError(
+            f"{', '.join(given)} should be on one device, got {where}; "
+            "move them with .to(device)"
+        )
+    return next(iter(devices), None)
+
+
+def require_same_dtype(**tensors) -> torch.dtype | None:
+    """Check that the given tensors (``None`` ones are skipped) share one dtype; return it."""
+    given = {name: t for name, t in tensors.items() if isinstance(t, torch.Tensor)}
+    dtypes = {t.dtype for t in given.values()}
+    if len(dtypes) > 1:
+        what = ", ".join(f"{name} is {t.dtype}" for name, t in given.items())
+        raise TypeError(
+            f"{', '.join(given)} should share one dtype, got: {what}; convert with .to(dtype)"
+        )
+    return next(iter(dtypes), None)
+
+
+def require_matches_module(name: str, x: torch.Tensor, module: nn.Module) -> torch.Tensor:
+    """Return tensor ``x`` if it has the dtype and device of ``module``'s parameters."""
+    parameter = next(module.parameters(), None)
+    if parameter is None:
+        return x
+    if x.dtype != parameter.dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the {type(module).__name__}'s weights are "
+            f"{parameter.dtype}; convert one of them, e.g. {name}.to({parameter.dtype}) "
+            f"or module.to({x.dtype})"
+        )
+    if x.device != parameter.device:
+        raise ValueError(
+            f"{name} is on {x.device} but the {type(module).__name__}'s weights are on "
+            f"{parameter.device}; move one of them with .to(device)"
+        )
+    return x
+
+
+def require_float_dtype(name: str, dtype) -> torch.dtype:
+    """Return ``dtype`` if it is a floating-point ``torch.dtype`` (an argument, not a tensor)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"{name} should be a floating-point torch.dtype such as torch.float32, "
+            f"got {_describe(dtype) if not isinstance(dtype, torch.dtype) else dtype}"
+        )
+    return dtype
+
+
 def require_positive_int(name: str, value) -> int:
-    """Return ``value`` if it is an int >= 1 (a size: seq_len, d_model, heads, steps...)."""
+    """Return ``value`` if it is an int >= 1 (a size: seq_len, d_model, num_heads, steps...)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} should be a positive int, got {type(value).__name__} {value!r}")
     if value < 1:
         raise ValueError(f"{name} should be a positive int, got {value}")
+    return value
+
+
+def require_bool(name: str, value) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (a switch such as ``bias``)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} should be True or False, got {_describe(value)}")
+    return value
+
+
+def require_positive_number(name: str, value) -> float:
+    """Return ``value`` if it is a finite real number > 0 (lr, eps, a norm bound...)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{name} should be a positive number, got {_describe(value)}"
+        )
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} should be a positive number (finite, > 0), got {value!r}")
+    return value
+
+
+def require_seed(name: str, value) -> int:
+    """Return ``value`` if it is an int seed that Python, NumPy and torch all accept."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} should be an int from 0 to 2**32 - 1, got {_describe(value)}")
+    if not 0 <= value < 2**32:
+        raise ValueError(f"{name} should be an int from 0 to 2**32 - 1, got {value}")
+    return value
+
+
+def require_generator(name: str, value) -> torch.Generator | None:
+    """Return ``value`` if it is a ``torch.Generator`` or None (then the global one is used)."""
+    if value is not None and not isinstance(value, torch.Generator):
+        raise TypeError(
+            f"{name} should be a torch.Generator (e.g. torch.Generator().manual_seed(0)) "
+            f"or None, got {_describe(value)}"
+        )
+    return value
+
+
+def require_divisible(d_model, num_heads, num_heads_name: str = "num_heads") -> int:
+    """Check that ``d_model`` splits into ``num_heads`` equal heads; return ``d_k``.
+
+    Both must be positive ints; ``num_heads_name`` is how the caller's argument is called.
+    """
+    require_positive_int("d_model", d_model)
+    require_positive_int(num_heads_name, num_heads)
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by {num_heads_name}={num_heads}: every head "
+            f"needs the same width d_k = d_model / {num_heads_name}"
+        )
+    return d_model // num_heads
+
+
+def require_token_ids(name: str, tokens, vocab_size: int,
+                      notation: str = "(batch, seq_len)") -> torch.Tensor:
+    """Return ``tokens`` if it is an integer tensor of ids in ``0..vocab_size-1``.
+
+    ``notation`` sets the number of dims (the default: exactly 2).
+    """
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"{name} should be an integer torch.Tensor of shape {notation}, "
+            f"got {type(tokens).__name__}"
+        )
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(
+            f"{name} should hold integer token ids (torch.long) of shape {notation}, "
+            f"got dtype {tokens.dtype}"
+        )
+    rank = notation.count(",") + 1
+    if tokens.dim() != rank:
+        raise ValueError(f"{name} should have shape {notation}, got shape {tuple(tokens.shape)}")
+    if tokens.numel() and tokens.device.type != "meta" and (
+        tokens.min() < 0 or tokens.max() >= vocab_size
+    ):
+        raise ValueError(
+            f"{name} should be token ids in 0..{vocab_size - 1} (vocab_size={vocab_size}), "
+            f"got ids from {int(tokens.min())} to {int(tokens.max())}"
+        )
+    return tokens
+
+
+def require_callable(name: str, value):
+    """Return ``value`` if it can be called (a function, a lambda, a module)."""
+    if not callable(value):
+        raise TypeError(f"{name} should be a function to call, got {_describe(value)}")
     return value

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from course_utils.checks import require_seed
+
 
 @contextmanager
 def one_thread():
@@ -27,6 +29,7 @@ def setup(seed: int = 0) -> None:
     saves (on a busy machine, many times more), and one thread makes float reductions add
     up in the same order on every machine, so the printed numbers are reproducible.
     """
+    require_seed("seed", seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -51,6 +54,8 @@ def claim(holds, statement: str) -> None:
         holds = bool(holds.item())
     if not isinstance(holds, (bool, np.bool_)):
         raise TypeError(f"claim() needs a bool, got {type(holds).__name__}")
+    if not isinstance(statement, str) or not statement.strip():
+        raise TypeError(f"claim() needs the statement as a non-empty str, got {statement!r}")
     if not holds:
         raise AssertionError(f"✗ the lesson claims: {statement} — but the code says otherwise")
     print(f"✓ {statement}")

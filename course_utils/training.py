@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from course_utils.checks import require_positive_int
+from course_utils.checks import require_callable, require_positive_int, require_positive_number
 
 
 def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: int,
@@ -20,9 +20,15 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
     clipped to ``max_grad_norm`` when given (the usual guard for recurrent networks);
     ``lr_at_step(step)`` multiplies ``lr`` when given (e.g. a warm-up schedule).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model should be a torch.nn.Module, got {type(model).__name__}")
+    require_callable("loss_at_step", loss_at_step)
     steps = require_positive_int("steps", steps)
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr should be a positive number, got {lr!r}")
+    require_positive_number("lr", lr)
+    if max_grad_norm is not None:
+        require_positive_number("max_grad_norm", max_grad_norm)
+    if lr_at_step is not None:
+        require_callable("lr_at_step", lr_at_step)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = (torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at_step)
                 if lr_at_step is not None else None)
@@ -33,6 +39,10 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise ValueError("loss_at_step(step) should return a scalar loss tensor, got "
                              f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
+        if not loss.requires_grad:
+            raise ValueError("loss_at_step(step) returned a loss without a gradient: it must be "
+                             "computed from the model's output, not under torch.no_grad() "
+                             "or after .detach()")
         optimizer.zero_grad()
         loss.backward()
         if max_grad_norm is not None:

@@ -28,6 +28,11 @@ def test_every_notebook_is_validated_strictly():
     assert "--nbval-lax" not in addopts
 
 
+def test_the_test_command_validates_again_with_portable_cpu_kernels():
+    # Outputs must not depend on this CPU's vector kernels (AVX2, AVX-512...).
+    assert '"ATEN_CPU_CAPABILITY": "default"' in (ROOT / "tools" / "course.py").read_text()
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_cells_ran_top_to_bottom_in_one_fresh_run(path):
     counts = [cell.execution_count for cell in read(path).cells if cell.cell_type == "code"]
@@ -65,3 +70,48 @@ def test_header_states_a_run_time_within_the_budget(path):
         f"{path.name}: the first cell needs '**Run time:** about N s on 2 CPU cores.'"
     )
     assert stated <= 60, f"{path.name} states {stated} s; a lesson must run in 60 s or less"
+
+
+# Learner-facing text never says where the course's material came from. "seed" as a random
+# seed is fine ("same seed", "3 seeds", "setup(seed=1)"); "the article" before a quoted word is
+# grammar ('the article "the"'). Each pattern names a way of citing a source.
+PROVENANCE = [
+    r"\bsource (?:article|text|material|post)s?\b",
+    r"\bseed (?:article|text|material|post)s?\b",
+    r"\bseeds?['’]s? (?:claim|example|number|figure|text|author|point|argument|recipe)s?\b",
+    r"\bthe seeds? (?:says?|claims?|writes?|states?|argues?|compares?|mentions?|explains?)\b",
+    r"\baccording to the seeds?\b",
+    r"\b(?:the|this|that|our|original) articles?\b(?!\s*[\"“‘`]|\s+')",
+    r"\bfrom an article\b",
+    r"\boriginal (?:text|post)s?\b",
+]
+
+
+def provenance_mentions(text: str) -> list[str]:
+    """The phrases of ``text`` that cite where material came from."""
+    return [match.group(0) for pattern in PROVENANCE
+            for match in re.finditer(pattern, text, re.IGNORECASE)]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [("This is the seeds' claim, measured", True), ("the source articles say", True),
+     ("The seed compares only the projections", True), ("a seed article's example", True),
+     ("the article's recipe", True), ("with the recipe from an article", True),
+     ("the article \"the\" should look at the noun", False), ("the article 'a'", False),
+     ("the original paper (Vaswani et al., 2017)", False), ("is an article, is a noun", False),
+     ("same seed, 3 seeds, every seed, setup(seed=1)", False),
+     ("the seed changes the weights", False), ("each seed's run", False)],
+)
+def test_provenance_patterns_catch_citations_and_spare_random_seeds(text, found):
+    assert bool(provenance_mentions(text)) == found, provenance_mentions(text)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_no_mention_of_where_the_material_came_from(path):
+    found = [f"cell {index}: {phrase!r}" for index, cell in enumerate(read(path).cells)
+             for phrase in provenance_mentions(cell.source)]
+    assert not found, (
+        f"{path.name} tells the learner where material came from ({'; '.join(found)}); "
+        "state it as a fact about the example instead"
+    )

@@ -5,9 +5,17 @@ environment ``.venv-colab`` with Colab's versions); later runs reuse them and re
 only when a requirements or constraints file changed.
 
     lab              open notebooks/ in JupyterLab
-    test [ARGS]      lint, then run the whole test suite (pytest ARGS)
+    test [ARGS]      lint, run the whole test suite, then nbval once more under
+                     ATEN_CPU_CAPABILITY=default; with ARGS only pytest ARGS
     execute [NB...]  re-execute notebooks in place exactly as CI validates them
     sync             write the Colab badges and setup cells (see tools/colab.py)
+    compat [PYTHON]  the unit tests once more in .venv-compat on another Python
+                     (default python3.10, the lowest supported)
+
+torch's CPU-only wheel CI installs is for Python 3.11; on any other Python pip installs the
+CUDA build (about 1.4 GB to download, 5 GB on disk), so CI runs on 3.11 only and the other
+Pythons are opt-in: ``compat``, and ``COURSE_COLAB_PYTHON=python3.13`` (Colab's Python) for
+the Colab-mirror environment of ``test``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 COLAB_VENV = ROOT / ".venv-colab"
+COMPAT_VENV = ROOT / ".venv-compat"
+# The lowest Python the package supports (pyproject's requires-python).
+LOWEST_PYTHON = "python3.10"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -35,18 +46,46 @@ def _run(*command, **kwargs) -> None:
     subprocess.run([str(part) for part in command], check=True, **kwargs)
 
 
-def ensure_env(env: Path, requirement_files: list[str], constraints: str, editable: bool) -> Path:
-    """Create ``env`` if needed and install what the files ask, unless already done."""
-    inputs = [constraints, *requirement_files] + (["pyproject.toml"] if editable else [])
+def find_python(name: str) -> str | None:
+    """``name`` (e.g. ``python3.10`` or a path) as an interpreter that runs: from PATH, or
+    one pyenv installed (pyenv's shims on PATH fail for versions not selected)."""
+    version = Path(name).name.removeprefix("python")
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    installed = [pyenv.glob(f"{pattern}/bin/python{version}")
+                 for pattern in (version, f"{version}.*")]
+    candidates = [shutil.which(name), *sorted(str(p) for paths in installed for p in paths)]
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "--version"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def ensure_env(env: Path, requirement_files: list[str], constraints: str | None,
+               editable: bool, python: str | None = None) -> Path:
+    """Create ``env`` if needed and install what the files ask, unless already done.
+
+    ``python`` is the interpreter to build ``env`` with (default: the one running this);
+    ``constraints`` may be None where the pinned versions do not exist for that Python.
+    """
+    inputs = [*([constraints] if constraints else []), *requirement_files]
+    inputs += ["pyproject.toml"] if editable else []
     digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in inputs)).hexdigest()
-    stamp = env / ".course-installed"
+    stamp, built_with = env / ".course-installed", env / ".course-python"
+    recorded = built_with.read_text() if built_with.exists() else "default"
+    if env.exists() and recorded != (python or "default"):
+        shutil.rmtree(env)  # built with another Python: start afresh
     if stamp.exists() and stamp.read_text() == digest:
         return env
     if not _bin(env, "python").exists():
-        print(f"Creating {env.name} ...", flush=True)
-        venv.create(env, with_pip=True)
+        print(f"Creating {env.name} with {python or sys.executable} ...", flush=True)
+        if python is None:
+            venv.create(env, with_pip=True)
+        else:
+            _run(python, "-m", "venv", env)
+        built_with.write_text(python or "default")
     pip = [_bin(env, "python"), "-m", "pip", "install", "--disable-pip-version-check"]
-    args = ["-c", ROOT / constraints]
+    args = ["-c", ROOT / constraints] if constraints else []
     for requirement_file in requirement_files:
         args += ["-r", ROOT / requirement_file]
     if editable:
@@ -85,12 +124,35 @@ def main(argv: list[str]) -> int:
         os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *as_root, *args])
     if command == "test":
         dev_env()
+        colab_python = os.environ.get("COURSE_COLAB_PYTHON")
+        if colab_python and not find_python(colab_python):
+            print(f"COURSE_COLAB_PYTHON={colab_python} does not run here", flush=True)
+            return 2
         ensure_env(COLAB_VENV, ["requirements-colab.txt"], "constraints-colab.txt",
-                   editable=False)
+                   editable=False, python=colab_python and find_python(colab_python))
         ensure_chromium()
         python = _bin(VENV, "python")
         _run(python, "-m", "ruff", "check", ".")
-        return subprocess.run([python, "-m", "pytest", *args]).returncode
+        suite = subprocess.run([python, "-m", "pytest", *args]).returncode
+        if args:
+            return suite
+        # Stored outputs must not depend on this CPU's vector kernels: nbval once more with
+        # ATen's portable ones, as a machine without AVX2 (or with other kernels) runs them.
+        print("+ ATEN_CPU_CAPABILITY=default: the notebooks once more", flush=True)
+        portable = subprocess.run([python, "-m", "pytest", "notebooks"],
+                                  env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+        return suite or portable.returncode
+    if command == "compat":
+        python = find_python(args[0] if args else LOWEST_PYTHON)
+        if python is None:
+            print(f"{args[0] if args else LOWEST_PYTHON} not found: nothing to do", flush=True)
+            return 0
+        # constraints-ci.txt pins versions that need Python 3.11; take the newest that fit.
+        env = ensure_env(COMPAT_VENV, ["requirements.txt", "requirements-dev.txt"], None,
+                         editable=True, python=python)
+        unit_tests = ["tests", "--ignore=tests/test_browser.py", "--ignore=tests/test_colab.py",
+                      "--ignore=tests/test_notebook_robustness.py"]
+        return subprocess.run([_bin(env, "python"), "-m", "pytest", *unit_tests]).returncode
     if command == "execute":
         dev_env()
         notebooks = args or sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))

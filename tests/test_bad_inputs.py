@@ -1,0 +1,128 @@
+"""Every public name answers bad input with a clear error: the tables of all test modules.
+
+Any ``tests/test_*.py`` may define a table ``BAD_INPUTS``, a list of rows
+
+    pytest.param(function, args, kwargs, error, words, id="what is wrong")
+
+- ``function``: the public callable (a function, a class to construct, a module instance);
+- ``args`` (a tuple) and ``kwargs`` (a dict): the bad call is ``function(*args, **kwargs)``;
+- ``error``: the exception type it must raise (``TypeError`` for the wrong kind of thing,
+  ``ValueError`` for the right kind with a wrong value, shape or device);
+- ``words``: a tuple of strings that must all appear in the message: the argument's name,
+  what was expected and what came (e.g. ``("d_model", "positive int", "got 0")``).
+
+This module collects every table (its own included) and runs each row; the ids are prefixed
+with the defining module. Rows live next to the tests of the module they exercise.
+``test_every_public_name_has_a_row`` checks that each public name of the modules listed in
+``COVERED_MODULES`` has at least one row; add a module there once its table is complete.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils import attention, checks, notebook, training
+from course_utils.notebook import claim, setup
+from course_utils.training import fit
+
+COVERED_MODULES = [attention, checks, notebook, training]
+
+# The rows of the modules that have no test module of their own here.
+_model = nn.Linear(2, 1)
+
+
+def _loss(step):
+    return _model(torch.ones(1, 2)).square().sum()
+
+
+BAD_INPUTS = [
+    pytest.param(setup, (1.5,), {}, TypeError, ("seed", "int", "float 1.5"), id="setup: float"),
+    pytest.param(setup, ("1",), {}, TypeError, ("seed", "int", "str '1'"), id="setup: str"),
+    pytest.param(setup, (-1,), {}, ValueError, ("seed", "0 to 2**32 - 1", "-1"),
+                 id="setup: negative"),
+    pytest.param(claim, (torch.tensor([True, False]), "rows sum to one"), {}, ValueError,
+                 ("one truth value", "(2,)", ".all()"), id="claim: a tensor of two"),
+    pytest.param(claim, ("yes", "it works"), {}, TypeError, ("bool", "str"), id="claim: a str"),
+    pytest.param(claim, (True, ""), {}, TypeError, ("statement", "str", "''"),
+                 id="claim: empty statement"),
+    pytest.param(fit, (_model.weight, _loss, 3), {}, TypeError,
+                 ("model", "torch.nn.Module", "Parameter"), id="fit: not a module"),
+    pytest.param(fit, (_model, 0.5, 3), {}, TypeError,
+                 ("loss_at_step", "function", "float 0.5"), id="fit: loss not callable"),
+    pytest.param(fit, (_model, _loss, 0), {}, ValueError, ("steps", "positive int", "got 0"),
+                 id="fit: zero steps"),
+    pytest.param(fit, (_model, _loss, 10.0), {}, TypeError, ("steps", "positive int", "float"),
+                 id="fit: float steps"),
+    pytest.param(fit, (_model, _loss, 3), {"lr": 0}, ValueError, ("lr", "> 0", "0"),
+                 id="fit: zero lr"),
+    pytest.param(fit, (_model, _loss, 3), {"lr": "1e-3"}, TypeError,
+                 ("lr", "positive number", "str"), id="fit: lr a str"),
+    pytest.param(fit, (_model, _loss, 3), {"max_grad_norm": -1.0}, ValueError,
+                 ("max_grad_norm", "> 0", "-1.0"), id="fit: negative max_grad_norm"),
+    pytest.param(fit, (_model, _loss, 3), {"lr_at_step": 0.5}, TypeError,
+                 ("lr_at_step", "function", "float 0.5"), id="fit: lr_at_step not callable"),
+    pytest.param(fit, (_model, lambda step: 1.0, 3), {}, ValueError,
+                 ("loss_at_step(step)", "scalar loss tensor", "float"), id="fit: loss a float"),
+    pytest.param(fit, (_model, lambda step: _loss(step).detach(), 3), {}, ValueError,
+                 ("loss_at_step(step)", "without a gradient", "no_grad"),
+                 id="fit: detached loss"),
+]
+
+
+def _tables() -> list:
+    """Every ``BAD_INPUTS`` row of tests/test_*.py, its id prefixed with the module's name."""
+    rows = []
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        module = importlib.import_module(f"tests.{path.stem}")
+        for row in getattr(module, "BAD_INPUTS", []):
+            function, args, kwargs, error, words = row.values
+            assert isinstance(args, tuple) and isinstance(kwargs, dict), (
+                f"{path.name} {row.id}: args must be a tuple and kwargs a dict"
+            )
+            assert isinstance(words, tuple) and words, f"{path.name} {row.id}: words is a tuple"
+            rows.append(pytest.param(*row.values, id=f"{path.stem[5:]}: {row.id}",
+                                     marks=row.marks))
+    return rows
+
+
+ROWS = _tables()
+
+
+@pytest.mark.parametrize(("function", "args", "kwargs", "error", "words"), ROWS)
+def test_bad_input_gets_a_clear_error(function, args, kwargs, error, words):
+    with pytest.raises(Exception) as raised:
+        function(*args, **kwargs)
+    message = str(raised.value)
+    assert raised.type is error, f"expected {error.__name__}, got {raised.type.__name__}: {message}"
+    missing = [word for word in words if word not in message]
+    assert not missing, f"{missing} missing from the message: {message}"
+
+
+def _public_names(module) -> set[str]:
+    """Functions and classes a module defines that take arguments (so can get bad ones)."""
+    return {
+        name for name, value in vars(module).items()
+        if not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
+        and value.__module__ == module.__name__ and inspect.signature(value).parameters
+    }
+
+
+def _row_target(function):
+    """The public function or class a row exercises (a method or an instance: its class)."""
+    function = getattr(function, "__self__", None) or function
+    return function if inspect.isclass(function) or inspect.isfunction(function) \
+        else type(function)
+
+
+@pytest.mark.parametrize("module", COVERED_MODULES, ids=lambda m: m.__name__)
+def test_every_public_name_has_a_row(module):
+    targets = [_row_target(row.values[0]) for row in ROWS]
+    covered = {target.__name__ for target in targets if target.__module__ == module.__name__}
+    missing = sorted(_public_names(module) - covered)
+    assert not missing, f"{module.__name__}: no BAD_INPUTS row for {', '.join(missing)}"
