@@ -21,38 +21,30 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention
-from course_utils.checks import require_positive_int, require_tensor
+from course_utils.checks import (
+    require_bool,
+    require_matches_module,
+    require_positive_int,
+    require_positive_number,
+    require_tensor,
+    require_token_ids,
+)
 from course_utils.masks import causal_mask
-from course_utils.recall import check_tokens
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
-def _require_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < math.inf:
-        raise ValueError(f"eps (LayerNorm's epsilon) should be a positive number, got {eps!r}")
-    return float(eps)
-
-
 def _require_stream(name: str, x, notation: str, module: nn.Module) -> torch.Tensor:
-    """``x`` as a block's input: float, 3-D, width ``module.d_model``, the module's dtype.
-
-    The dtype is checked here, before any LayerNorm sees ``x``, so pre-LN and post-LN blocks
-    answer a float64 input to a float32 block with the same message.
-    """
+    """``x`` as a block's input: float, 3-D, width ``module.d_model``, the module's dtype and
+    device. Checked here, before any LayerNorm sees ``x``, so pre-LN and post-LN blocks answer
+    a float64 input to a float32 block with the same message."""
     x = require_tensor(name, x, notation)
     if x.dim() != 3 or x.shape[-1] != module.d_model:
         raise ValueError(
             f"{name} should be {notation} with d_model={module.d_model}, "
             f"got shape {tuple(x.shape)}"
         )
-    dtype = next(module.parameters()).dtype
-    if x.dtype != dtype:
-        raise TypeError(
-            f"{name} has dtype {x.dtype} but the block's weights are {dtype}; "
-            "convert one of them with .to()"
-        )
-    return x
+    return require_matches_module(name, x, module)
 
 
 def _require_key_padding(name: str, mask, batch_and_n_src) -> torch.Tensor:
@@ -145,13 +137,13 @@ class EncoderBlock(nn.Module):
                  residual: bool = True, layer_norm: bool = True, activation: str = "relu",
                  eps: float = 1e-5):
         super().__init__()
-        eps = _require_eps(eps)
+        eps = require_positive_number("eps", eps)
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.ffn = FeedForward(d_model, d_ff, activation)
         self.d_model = d_model
-        self.norm_first = norm_first
-        self.residual = residual
-        self.norm1 = _layer_norm(d_model, eps, layer_norm)
+        self.norm_first = require_bool("norm_first", norm_first)
+        self.residual = require_bool("residual", residual)
+        self.norm1 = _layer_norm(d_model, eps, require_bool("layer_norm", layer_norm))
         self.norm2 = _layer_norm(d_model, eps, layer_norm)
 
     def _add_residual(self, x, sublayer_output):
@@ -213,12 +205,12 @@ class DecoderBlock(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False,
                  activation: str = "relu", eps: float = 1e-5):
         super().__init__()
-        eps = _require_eps(eps)
+        eps = require_positive_number("eps", eps)
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.cross_attn = MultiHeadAttention(d_model, num_heads)
         self.ffn = FeedForward(d_model, d_ff, activation)
         self.d_model = d_model
-        self.norm_first = norm_first
+        self.norm_first = require_bool("norm_first", norm_first)
         self.norm1, self.norm2, self.norm3 = (_layer_norm(d_model, eps) for _ in range(3))
 
     def forward(self, x, memory, memory_padding_mask=None):
@@ -326,7 +318,7 @@ class TinyTransformer(nn.Module):
         require_positive_int("d_model", d_model)
         require_positive_int("num_layers", num_layers)
         d_ff = 2 * d_model if d_ff is None else d_ff
-        self.causal = causal
+        self.causal = require_bool("causal", causal)
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(seq_len, d_model)
         self.blocks = nn.ModuleList(
@@ -341,7 +333,7 @@ class TinyTransformer(nn.Module):
         """The last block's output ``(batch, seq_len, d_model)`` (before the final norm and
         the readout) and every block's weights ``(batch, num_layers, num_heads, seq_len,
         seq_len)``. ``seq_len`` may be shorter than the model's."""
-        tokens = check_tokens(tokens, self.vocab_size)
+        tokens = require_token_ids("tokens", tokens, self.vocab_size)
         _check_token_length(tokens, self.seq_len)
         seq_len = tokens.shape[1]
         positions = torch.arange(seq_len, device=tokens.device)
@@ -392,7 +384,7 @@ class TinyEncoderDecoder(nn.Module):
         self.readout = nn.Linear(d_model, vocab_size)
 
     def _embed(self, tokens, positions: nn.Embedding, name: str):
-        tokens = check_tokens(tokens, self.vocab_size)
+        tokens = require_token_ids(name, tokens, self.vocab_size)
         _check_token_length(tokens, self.max_len, name)
         where = torch.arange(tokens.shape[1], device=tokens.device)
         return self.token_embedding(tokens) + positions(where)  # (batch, len, d_model)
@@ -419,16 +411,25 @@ class TinyEncoderDecoder(nn.Module):
         return logits, torch.stack(all_cross, dim=1)
 
 
+def _require_images(images) -> torch.Tensor:
+    if isinstance(images, torch.Tensor) and not images.is_floating_point():
+        raise TypeError("images should be a floating-point tensor (batch, channels, height, "
+                        f"width), got dtype {images.dtype}; e.g. images.float() / 255 for "
+                        "8-bit pixels")
+    images = require_tensor("images", images, "(batch, channels, height, width)")
+    if images.dim() != 4:
+        raise ValueError("images should have shape (batch, channels, height, width), got "
+                         f"shape {tuple(images.shape)}")
+    return images
+
+
 def image_patches(images, patch_size: int) -> torch.Tensor:
     """Cut images ``(batch, channels, height, width)`` into non-overlapping square patches,
     one token each: ``(batch, num_patches, channels * patch_size**2)``, patches in reading
     order (left to right, then top to bottom), each flattened channel by channel, row by row.
     """
-    images = require_tensor("images", images, "(batch, channels, height, width)")
+    images = _require_images(images)
     require_positive_int("patch_size", patch_size)
-    if images.dim() != 4:
-        raise ValueError("images should have shape (batch, channels, height, width), got "
-                         f"shape {tuple(images.shape)}")
     batch, channels, height, width = images.shape
     if height % patch_size or width % patch_size:
         raise ValueError(f"height and width ({height}, {width}) should be multiples of "
@@ -475,13 +476,14 @@ class TinyViT(nn.Module):
         self.readout = nn.Linear(d_model, num_classes)
 
     def forward(self, images):
-        images = require_tensor("images", images, "(batch, channels, height, width)")
+        images = _require_images(images)
         expected = (self.channels, self.image_size, self.image_size)
-        if images.dim() != 4 or tuple(images.shape[1:]) != expected:
+        if tuple(images.shape[1:]) != expected:
             raise ValueError(f"images should be (batch, channels, height, width) with "
                              f"(channels, height, width) = {expected}, got shape "
                              f"{tuple(images.shape)}")
         patches = image_patches(images, self.patch_size)  # (batch, num_patches, patch_dim)
+        require_matches_module("images", patches, self)
         x = self.patch_embedding(patches) + self.position_embedding  # (batch, patches, d_model)
         all_weights = []
         for block in self.blocks:

@@ -177,17 +177,8 @@ def _python_loops(seq_len, d_model):
                           for j in range(d_model)] for pos in range(seq_len)])
 
 
-class _Pairs(list):
-    """(exercise, Mutations) pairs read like a dict's items: Exercise is a dataclass with
-    eq=True, hence unhashable, and cannot key the ``{exercise: Mutations}`` dict that
-    tests/test_exercises.py reads."""
-
-    def items(self):
-        return iter(self)
-
-
-MUTATIONS = _Pairs([
-    (pre_ln_block, Mutations(
+MUTATIONS = {
+    pre_ln_block: Mutations(
         wrong=[
             ("post-LN order", _post_ln, "post-LN order"),
             ("normalised residual", _normalised_residual, "residual adds the normalised x"),
@@ -206,8 +197,8 @@ MUTATIONS = _Pairs([
             ("LayerNorm by hand", _layer_norm_by_hand),
             ("sublayers in a loop", _sublayers_in_a_loop),
         ],
-    )),
-    (is_permutation_equivariant, Mutations(
+    ),
+    is_permutation_equivariant: Mutations(
         wrong=[
             ("output not permuted",
              lambda fn, x, perm: torch.allclose(fn(x[:, perm]), fn(x)), "permuted the same way"),
@@ -242,8 +233,8 @@ MUTATIONS = _Pairs([
             ("largest difference", _max_difference),
             ("compared in float32", _in_float32),
         ],
-    )),
-    (sinusoidal, Mutations(
+    ),
+    sinusoidal: Mutations(
         wrong=[
             ("sin and cos swapped", lambda n, d: _table(n, d, torch.cos, torch.sin), "swapped"),
             ("halves not interleaved", _concatenated, "interleave"),
@@ -266,10 +257,10 @@ MUTATIONS = _Pairs([
             ("python loops", _python_loops),
             ("table helper", lambda n, d: _table(n, d, torch.sin, torch.cos)),
         ],
-    )),
-])
+    ),
+}
 
 
 def test_every_table_meets_the_course_minimum():
-    for _, table in MUTATIONS.items():
+    for table in MUTATIONS.values():
         assert len(table.wrong) >= MIN_WRONG and len(table.right) >= MIN_RIGHT

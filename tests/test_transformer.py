@@ -360,7 +360,7 @@ def test_tiny_vit_shapes():
     assert all(type(block) is EncoderBlock for block in model.blocks)
 
 
-# --- bad input: a clear ValueError/TypeError naming the argument ----------------------------
+# --- bad input: a clear ValueError/TypeError naming the argument (run by test_bad_inputs) ---
 
 def _block(norm_first=False):
     torch.manual_seed(0)
@@ -372,118 +372,137 @@ def _decoder(norm_first=False):
     return DecoderBlock(D_MODEL, HEADS, D_FF, norm_first=norm_first)
 
 
-def _model():
-    return TinyTransformer(vocab_size=10, seq_len=SEQ_LEN, d_model=16)
-
-
-def _seq2seq():
-    return TinyEncoderDecoder(vocab_size=10, max_len=SEQ_LEN, d_model=16)
-
-
-def _vit():
-    return TinyViT(image_size=8, patch_size=2, num_classes=2, d_model=16)
-
-
 X = torch.randn(2, SEQ_LEN, D_MODEL)
 MEMORY = torch.randn(2, N_SRC, D_MODEL)
 TOKENS = torch.zeros(2, SEQ_LEN, dtype=torch.long)
-
-BAD_INPUTS = {
-    "FeedForward activation": (lambda: FeedForward(D_MODEL, D_FF, activation="tanh"),
-                               ValueError, "activation should be one of"),
-    "FeedForward d_ff=0": (lambda: FeedForward(D_MODEL, 0), ValueError, "d_ff"),
-    "FeedForward d_model float": (lambda: FeedForward(8.0, D_FF), TypeError, "d_model"),
-    "EncoderBlock d_model=0": (lambda: EncoderBlock(0, 1, D_FF), ValueError, "d_model"),
-    "EncoderBlock heads do not divide": (lambda: EncoderBlock(D_MODEL, 5, D_FF), ValueError,
-                                         "divisible by num_heads=5"),
-    "EncoderBlock num_heads str": (lambda: EncoderBlock(D_MODEL, "2", D_FF), TypeError,
-                                   "num_heads"),
-    "EncoderBlock d_ff negative": (lambda: EncoderBlock(D_MODEL, HEADS, -4), ValueError, "d_ff"),
-    "EncoderBlock eps=0": (lambda: EncoderBlock(D_MODEL, HEADS, D_FF, eps=0), ValueError, "eps"),
-    "EncoderBlock eps str": (lambda: EncoderBlock(D_MODEL, HEADS, D_FF, eps="1e-5"),
-                             ValueError, "eps"),
-    "EncoderBlock eps nan": (lambda: EncoderBlock(D_MODEL, HEADS, D_FF, eps=float("nan")),
-                             ValueError, "eps"),
-    "EncoderBlock wrong d_model": (lambda: _block()(torch.randn(2, SEQ_LEN, D_MODEL + 1)),
-                                   ValueError, "with d_model=12"),
-    "EncoderBlock 2-D x": (lambda: _block()(torch.randn(SEQ_LEN, D_MODEL)), ValueError,
-                           "(batch, seq_len, d_model)"),
-    "EncoderBlock long x": (lambda: _block()(TOKENS), TypeError, "floating-point"),
-    "EncoderBlock list x": (lambda: _block()([[0.0] * D_MODEL]), TypeError, "torch.Tensor"),
-    "post-LN block float64 x": (lambda: _block()(X.double()), TypeError,
-                                "dtype torch.float64 but the block's weights are torch.float32"),
-    "pre-LN block float64 x": (lambda: _block(True)(X.double()), TypeError,
-                               "dtype torch.float64 but the block's weights are torch.float32"),
-    "EncoderBlock float mask": (lambda: _block()(X, mask=torch.ones(SEQ_LEN, SEQ_LEN)),
-                                TypeError, "mask should be bool"),
-    "EncoderBlock.from_torch Linear": (lambda: EncoderBlock.from_torch(nn.Linear(4, 4)),
-                                       TypeError, "TransformerEncoderLayer"),
-    "DecoderBlock eps=-1": (lambda: DecoderBlock(D_MODEL, HEADS, D_FF, eps=-1), ValueError,
-                            "eps"),
-    "DecoderBlock d_ff=0": (lambda: DecoderBlock(D_MODEL, HEADS, 0), ValueError, "d_ff"),
-    "DecoderBlock memory missing": (lambda: _decoder()(X, None), TypeError, "memory"),
-    "DecoderBlock memory width": (lambda: _decoder()(X, torch.randn(2, N_SRC, 4)), ValueError,
-                                  "memory should be (batch, n_src, d_model) with d_model=12"),
-    "DecoderBlock batch mismatch": (lambda: _decoder()(X, torch.randn(3, N_SRC, D_MODEL)),
-                                    ValueError, "share the batch size"),
-    "post-LN decoder float64": (lambda: _decoder()(X.double(), MEMORY.double()), TypeError,
-                                "the block's weights are torch.float32"),
-    "pre-LN decoder float64 memory": (lambda: _decoder(True)(X, MEMORY.double()), TypeError,
-                                      "memory has dtype torch.float64"),
-    "DecoderBlock padding mask (n_src,)": (
-        lambda: _decoder()(X, MEMORY, memory_padding_mask=torch.ones(N_SRC, dtype=torch.bool)),
-        ValueError, "memory_padding_mask should be a bool (batch, n_src)"),
-    "DecoderBlock padding mask float": (
-        lambda: _decoder()(X, MEMORY, memory_padding_mask=torch.ones(2, N_SRC)),
-        ValueError, "memory_padding_mask should be a bool"),
-    "sinusoidal_positions odd d_model": (lambda: sinusoidal_positions(4, 7), ValueError, "even"),
-    "sinusoidal_positions seq_len=0": (lambda: sinusoidal_positions(0, 8), ValueError,
-                                       "seq_len"),
-    "sinusoidal_positions float": (lambda: sinusoidal_positions(4.0, 8), TypeError, "seq_len"),
-    "TinyTransformer vocab_size=0": (lambda: TinyTransformer(0, SEQ_LEN, 16), ValueError,
-                                     "vocab_size"),
-    "TinyTransformer d_model=0": (lambda: TinyTransformer(10, SEQ_LEN, 0), ValueError,
-                                  "d_model"),
-    "TinyTransformer num_layers=0": (lambda: TinyTransformer(10, SEQ_LEN, 16, num_layers=0),
-                                     ValueError, "num_layers"),
-    "TinyTransformer float tokens": (lambda: _model()(torch.randn(2, SEQ_LEN)), TypeError,
-                                     "integer token ids"),
-    "TinyTransformer 1-D tokens": (lambda: _model()(torch.zeros(SEQ_LEN, dtype=torch.long)),
-                                   ValueError, "(batch, seq_len)"),
-    "TinyTransformer too long": (lambda: _model()(torch.zeros(2, SEQ_LEN + 1, dtype=torch.long)),
-                                 ValueError, "seq_len at most 5"),
-    "TinyTransformer id = vocab_size": (lambda: _model()(TOKENS + 10), ValueError,
-                                        "token ids should lie in 0..9"),
-    "TinyTransformer negative id": (lambda: _model()(TOKENS - 1), ValueError,
-                                    "token ids should lie in 0..9"),
-    "TinyEncoderDecoder id too large": (lambda: _seq2seq()(TOKENS + 10, TOKENS), ValueError,
-                                        "token ids should lie in 0..9"),
-    "TinyEncoderDecoder tgt too long": (
-        lambda: _seq2seq()(TOKENS, torch.zeros(2, SEQ_LEN + 1, dtype=torch.long)),
-        ValueError, "tgt should be (batch, seq_len) with seq_len at most 5"),
-    "TinyEncoderDecoder batch mismatch": (lambda: _seq2seq()(TOKENS, TOKENS[:1]), ValueError,
-                                          "share the batch size"),
-    "TinyEncoderDecoder padding (n_src,)": (
-        lambda: _seq2seq()(TOKENS, TOKENS, torch.ones(SEQ_LEN, dtype=torch.bool)),
-        ValueError, "src_padding_mask should be a bool (batch, n_src)"),
-    "image_patches 3-D": (lambda: image_patches(torch.randn(2, 8, 8), 2), ValueError,
-                          "(batch, channels, height, width)"),
-    "image_patches not a multiple": (lambda: image_patches(torch.randn(2, 1, 8, 8), 3),
-                                     ValueError, "multiples of patch_size=3"),
-    "image_patches patch_size=0": (lambda: image_patches(torch.randn(2, 1, 8, 8), 0),
-                                   ValueError, "patch_size"),
-    "TinyViT image_size not a multiple": (lambda: TinyViT(8, 3, 2, 16), ValueError,
-                                          "multiple of patch_size=3"),
-    "TinyViT wrong image size": (lambda: _vit()(torch.randn(2, 1, 6, 6)), ValueError,
-                                 "(channels, height, width) = (1, 8, 8)"),
-    "TinyViT uint8 images": (lambda: _vit()(torch.zeros(2, 1, 8, 8, dtype=torch.uint8)),
-                             TypeError, "floating-point"),
-}
+_model = TinyTransformer(vocab_size=10, seq_len=SEQ_LEN, d_model=16)
+_seq2seq = TinyEncoderDecoder(vocab_size=10, max_len=SEQ_LEN, d_model=16)
+_vit = TinyViT(image_size=8, patch_size=2, num_classes=2, d_model=16)
+_float64_words = ("x", "dtype torch.float64", "weights are torch.float32")
+_token_words = ("tokens", "0..9", "from 10 to 10")
 
 
-@pytest.mark.parametrize("name", BAD_INPUTS)
-def test_bad_input_gets_a_clear_error_naming_the_problem(name):
-    call, error, words = BAD_INPUTS[name]
-    with pytest.raises(error) as raised:
-        call()
-    assert words in str(raised.value), f"{words!r} missing from: {raised.value}"
+def _row(function, args, error, words, id, **kwargs):
+    return pytest.param(function, args, kwargs, error, words, id=id)
+
+
+BAD_INPUTS = [
+    _row(FeedForward, (D_MODEL, D_FF), ValueError, ("activation", "relu", "'tanh'"),
+         activation="tanh", id="FeedForward: unknown activation"),
+    _row(FeedForward, (D_MODEL, 0), ValueError, ("d_ff", "positive int", "0"),
+         id="FeedForward: d_ff=0"),
+    _row(FeedForward, (8.0, D_FF), TypeError, ("d_model", "positive int", "float 8.0"),
+         id="FeedForward: float d_model"),
+    _row(FeedForward(D_MODEL, D_FF), ([1.0],), TypeError, ("x", "torch.Tensor", "list"),
+         id="FeedForward: a list"),
+    _row(EncoderBlock, (0, 1, D_FF), ValueError, ("d_model", "positive int", "0"),
+         id="EncoderBlock: d_model=0"),
+    _row(EncoderBlock, (D_MODEL, 5, D_FF), ValueError, ("d_model=12", "num_heads=5"),
+         id="EncoderBlock: heads do not divide d_model"),
+    _row(EncoderBlock, (D_MODEL, "2", D_FF), TypeError, ("num_heads", "positive int", "str"),
+         id="EncoderBlock: str num_heads"),
+    _row(EncoderBlock, (D_MODEL, HEADS, -4), ValueError, ("d_ff", "positive int", "-4"),
+         id="EncoderBlock: negative d_ff"),
+    _row(EncoderBlock, (D_MODEL, HEADS, D_FF), ValueError, ("eps", "positive number", "0"),
+         eps=0, id="EncoderBlock: eps=0"),
+    _row(EncoderBlock, (D_MODEL, HEADS, D_FF), TypeError, ("eps", "positive number", "str"),
+         eps="1e-5", id="EncoderBlock: str eps"),
+    _row(EncoderBlock, (D_MODEL, HEADS, D_FF), ValueError, ("eps", "finite", "nan"),
+         eps=float("nan"), id="EncoderBlock: eps nan"),
+    _row(EncoderBlock, (D_MODEL, HEADS, D_FF), TypeError, ("norm_first", "True or False", "1"),
+         norm_first=1, id="EncoderBlock: norm_first=1"),
+    _row(_block(), (torch.randn(2, SEQ_LEN, D_MODEL + 1),), ValueError,
+         ("x", "d_model=12", "(2, 5, 13)"), id="EncoderBlock: wrong d_model"),
+    _row(_block(), (torch.randn(SEQ_LEN, D_MODEL),), ValueError,
+         ("x", "(batch, seq_len, d_model)", "(5, 12)"), id="EncoderBlock: 2-D x"),
+    _row(_block(), (TOKENS,), TypeError, ("x", "floating-point", "torch.int64"),
+         id="EncoderBlock: token ids as x"),
+    _row(_block(), (X.double(),), TypeError, _float64_words,
+         id="EncoderBlock: post-LN, float64 x"),
+    _row(_block(norm_first=True), (X.double(),), TypeError, _float64_words,
+         id="EncoderBlock: pre-LN, float64 x"),
+    _row(_block(), (X.to("meta"),), ValueError, ("x", "meta", "cpu"),
+         id="EncoderBlock: x on another device"),
+    _row(_block(), (X,), TypeError, ("mask", "bool", "torch.float32"),
+         mask=torch.ones(SEQ_LEN, SEQ_LEN), id="EncoderBlock: float mask"),
+    _row(EncoderBlock.from_torch, (nn.Linear(4, 4),), TypeError,
+         ("TransformerEncoderLayer", "Linear"), id="EncoderBlock.from_torch: a Linear"),
+    _row(DecoderBlock, (D_MODEL, HEADS, D_FF), ValueError, ("eps", "positive number", "-1"),
+         eps=-1, id="DecoderBlock: negative eps"),
+    _row(DecoderBlock, (D_MODEL, HEADS, 0), ValueError, ("d_ff", "positive int", "0"),
+         id="DecoderBlock: d_ff=0"),
+    _row(_decoder(), (X, None), TypeError, ("memory", "torch.Tensor", "NoneType"),
+         id="DecoderBlock: no memory"),
+    _row(_decoder(), (X, torch.randn(2, N_SRC, 4)), ValueError,
+         ("memory", "d_model=12", "(2, 6, 4)"), id="DecoderBlock: memory too narrow"),
+    _row(_decoder(), (X, torch.randn(3, N_SRC, D_MODEL)), ValueError,
+         ("batch size", "2", "3"), id="DecoderBlock: batch sizes differ"),
+    _row(_decoder(), (X.double(), MEMORY.double()), TypeError, _float64_words,
+         id="DecoderBlock: post-LN, float64"),
+    _row(_decoder(norm_first=True), (X, MEMORY.double()), TypeError,
+         ("memory", "dtype torch.float64", "weights are torch.float32"),
+         id="DecoderBlock: pre-LN, float64 memory"),
+    _row(_decoder(), (X, MEMORY), ValueError,
+         ("memory_padding_mask", "(batch, n_src) = (2, 6)", "shape (6,)"),
+         memory_padding_mask=torch.ones(N_SRC, dtype=torch.bool),
+         id="DecoderBlock: padding mask without batch"),
+    _row(_decoder(), (X, MEMORY), ValueError,
+         ("memory_padding_mask", "bool", "torch.float32"),
+         memory_padding_mask=torch.ones(2, N_SRC), id="DecoderBlock: float padding mask"),
+    _row(DecoderBlock.from_torch, (_torch_layer(False),), TypeError,
+         ("TransformerDecoderLayer", "TransformerEncoderLayer"),
+         id="DecoderBlock.from_torch: an encoder layer"),
+    _row(sinusoidal_positions, (4, 7), ValueError, ("d_model", "even", "7"),
+         id="sinusoidal_positions: odd d_model"),
+    _row(sinusoidal_positions, (0, 8), ValueError, ("seq_len", "positive int", "0"),
+         id="sinusoidal_positions: seq_len=0"),
+    _row(sinusoidal_positions, (4.0, 8), TypeError, ("seq_len", "positive int", "float"),
+         id="sinusoidal_positions: float seq_len"),
+    _row(TinyTransformer, (0, SEQ_LEN, 16), ValueError, ("vocab_size", "positive int", "0"),
+         id="TinyTransformer: vocab_size=0"),
+    _row(TinyTransformer, (10, SEQ_LEN, 0), ValueError, ("d_model", "positive int", "0"),
+         id="TinyTransformer: d_model=0"),
+    _row(TinyTransformer, (10, SEQ_LEN, 16), ValueError, ("num_layers", "positive int", "0"),
+         num_layers=0, id="TinyTransformer: num_layers=0"),
+    _row(TinyTransformer, (10, SEQ_LEN, 16), TypeError, ("causal", "True or False", "str"),
+         causal="yes", id="TinyTransformer: causal a str"),
+    _row(_model, (torch.randn(2, SEQ_LEN),), TypeError,
+         ("tokens", "integer token ids", "torch.float32"), id="TinyTransformer: float tokens"),
+    _row(_model, (torch.zeros(SEQ_LEN, dtype=torch.long),), ValueError,
+         ("tokens", "(batch, seq_len)", "(5,)"), id="TinyTransformer: 1-D tokens"),
+    _row(_model, (torch.zeros(2, SEQ_LEN + 1, dtype=torch.long),), ValueError,
+         ("tokens", "at most 5", "(2, 6)"), id="TinyTransformer: too long"),
+    _row(_model, (TOKENS + 10,), ValueError, _token_words,
+         id="TinyTransformer: id = vocab_size"),
+    _row(_model, (TOKENS - 1,), ValueError, ("tokens", "0..9", "from -1 to -1"),
+         id="TinyTransformer: negative id"),
+    _row(_model.hidden_states, (TOKENS + 10,), ValueError, _token_words,
+         id="TinyTransformer.hidden_states: id too large"),
+    _row(TinyEncoderDecoder, (10, 0, 16), ValueError, ("max_len", "positive int", "0"),
+         id="TinyEncoderDecoder: max_len=0"),
+    _row(_seq2seq, (TOKENS + 10, TOKENS), ValueError, ("src", "0..9", "from 10 to 10"),
+         id="TinyEncoderDecoder: src id too large"),
+    _row(_seq2seq, (TOKENS, torch.zeros(2, SEQ_LEN + 1, dtype=torch.long)), ValueError,
+         ("tgt", "at most 5", "(2, 6)"), id="TinyEncoderDecoder: tgt too long"),
+    _row(_seq2seq, (TOKENS, TOKENS[:1]), ValueError, ("batch size", "2", "1"),
+         id="TinyEncoderDecoder: batch sizes differ"),
+    _row(_seq2seq, (TOKENS, TOKENS, torch.ones(SEQ_LEN, dtype=torch.bool)), ValueError,
+         ("src_padding_mask", "(batch, n_src) = (2, 5)", "shape (5,)"),
+         id="TinyEncoderDecoder: padding mask without batch"),
+    _row(image_patches, (torch.randn(2, 8, 8), 2), ValueError,
+         ("images", "(batch, channels, height, width)", "(2, 8, 8)"),
+         id="image_patches: 3-D images"),
+    _row(image_patches, (torch.randn(2, 1, 8, 8), 3), ValueError,
+         ("height and width", "patch_size=3", "(8, 8)"), id="image_patches: not a multiple"),
+    _row(image_patches, (torch.randn(2, 1, 8, 8), 0), ValueError,
+         ("patch_size", "positive int", "0"), id="image_patches: patch_size=0"),
+    _row(TinyViT, (8, 3, 2, 16), ValueError, ("image_size=8", "patch_size=3"),
+         id="TinyViT: image_size not a multiple of patch_size"),
+    _row(_vit, (torch.randn(2, 1, 6, 6),), ValueError,
+         ("images", "(1, 8, 8)", "(2, 1, 6, 6)"), id="TinyViT: wrong image size"),
+    _row(_vit, (torch.zeros(2, 1, 8, 8, dtype=torch.uint8),), TypeError,
+         ("images", "floating-point", "torch.uint8"), id="TinyViT: 8-bit images"),
+    _row(_vit, (torch.randn(2, 1, 8, 8, dtype=torch.float64),), TypeError,
+         ("images", "dtype torch.float64", "weights are torch.float32"),
+         id="TinyViT: float64 images"),
+]
