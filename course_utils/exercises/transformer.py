@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+    expect_finite,
+    expect_shape,
+)
 from course_utils.transformer import EncoderBlock, sinusoidal_positions
 
 
@@ -51,7 +58,11 @@ def _check_pre_ln_block(answer):
         h = n1(x) + attn(n1(x))
         normalised_residual = n2(h) + ffn(n2(h))
         no_residual = ffn(n2(attn(n1(x))))
-        no_ffn = x + attn(n1(x))
+        attention_half = x + attn(n1(x))
+        no_norm2 = attention_half + ffn(attention_half)
+        norm1_twice = attention_half + ffn(n1(attention_half))
+        reference = _pre_ln_block_reference(block, x)
+        normalised_output = n2(reference)
         h = x + attn(n2(x))
         swapped_norms = h + ffn(n1(h))
     known_mistakes = (
@@ -61,15 +72,20 @@ def _check_pre_ln_block(answer):
                               "residual: x + attn(norm1(x)); only the sublayer sees norm(x)"),
         (no_residual, "there is no residual connection: add each sublayer's input back, "
                       "x = x + sublayer(norm(x))"),
-        (no_ffn, "the output is the attention half only: the FFN sublayer, "
-                 "x + ffn(norm2(x)), is missing"),
+        (attention_half, "the output is the attention half only: the FFN sublayer, "
+                         "x + ffn(norm2(x)), is missing"),
+        (no_norm2, "the FFN sees the un-normalised stream: normalise its input with norm2, "
+                   "x + ffn(norm2(x))"),
+        (norm1_twice, "norm1 is used before both sublayers: the FFN has its own, norm2"),
         (swapped_norms, "norm1 and norm2 are swapped: norm1 goes before attention, "
                         "norm2 before the FFN"),
+        (normalised_output, "the output is normalised at the end: a pre-LN block leaves the "
+                            "residual stream un-normalised (only the sublayer inputs are)"),
     )
     for wrong, reason in known_mistakes:
         if torch.allclose(got, wrong, atol=1e-5):
             raise Incorrect(reason)
-    expect_close(got, _pre_ln_block_reference(block, x), "the block's output")
+    expect_close(got, reference, "the block's output")
 
 
 pre_ln_block = Exercise(
@@ -91,12 +107,12 @@ def _is_permutation_equivariant_reference(fn, x, perm):
     """
     permuted_then_fn = fn(x[:, perm])  # (batch, seq_len, d_model)
     fn_then_permuted = fn(x)[:, perm]
-    # allclose, not equal: the sums run in another order, so the last bits may differ.
-    return torch.allclose(permuted_then_fn, fn_then_permuted, atol=1e-5)
+    # allclose, not equal: sums in another order may differ in the last bits.
+    return torch.allclose(permuted_then_fn, fn_then_permuted)
 
 
 def _verdict(answer, fn, x, perm) -> bool:
-    result = attempt(answer, fn, x.clone(), perm.clone())
+    result = attempt(answer, fn, x, perm)
     if isinstance(result, torch.Tensor) and result.dtype == torch.bool and result.numel() == 1:
         return bool(result)
     if not isinstance(result, bool):
@@ -105,25 +121,36 @@ def _verdict(answer, fn, x, perm) -> bool:
 
 
 def _check_is_permutation_equivariant(answer):
+    seq_len, d_model = 6, 16
     with torch.random.fork_rng():
         torch.manual_seed(3)
-        block = EncoderBlock(16, 2, 32).eval()
-        x = torch.randn(2, 6, 16)  # batch != seq_len: permuting the wrong axis fails loudly
-        perm = torch.tensor([4, 0, 5, 2, 1, 3])
-        positions = sinusoidal_positions(6, 16)
-    ramp = torch.arange(6.0)[:, None] * 1e-6  # (seq_len, 1)
+        block = EncoderBlock(d_model, 2, 32).double().eval()
+        x = torch.randn(2, seq_len, d_model, dtype=torch.float64)  # batch != seq_len
+        positions = sinusoidal_positions(seq_len, d_model).double()
+    # Moves every token, and neither the first nor the last token to the place of the other.
+    perm = torch.tensor([4, 0, 5, 2, 1, 3])
+    # A float64 rounding-sized wobble, the same on every CPU (real rounding is not).
+    wobble = torch.arange(seq_len, dtype=torch.float64)[:, None] * 1e-13  # (seq_len, 1)
 
-    def doubled(x):  # equivariant, and exactly so: no sums whose order could change
+    def doubled(x):
         return 2 * x
 
     def block_output(x):
         return block(x)[0]
 
-    def block_output_with_rounding(x):  # equivariant up to a 5e-6 wobble, like float rounding
-        return block(x)[0] + ramp  # the same wobble on every CPU, unlike real rounding
+    def block_output_with_rounding(x):
+        return block(x)[0] + wobble
 
     def block_with_positions(x):
         return block(x + positions)[0]
+
+    def reversed_tokens(x):  # same rows in another order: equal sums, equal sorted values
+        return x.flip(1)
+
+    def last_token_shifted(x):  # differs from an equivariant function at one position only
+        shifted = x.clone()
+        shifted[:, -1] += 1
+        return shifted
 
     with torch.no_grad():
         if not _verdict(answer, doubled, x, perm):
@@ -136,13 +163,25 @@ def _check_is_permutation_equivariant(answer):
                 raise Incorrect(
                     "a block without positions is equivariant, but your function says no: "
                     "outputs computed in another order differ in the last bits, so compare "
-                    "them with torch.allclose(..., atol=1e-5), not exactly"
+                    "them with torch.allclose, not exactly (torch.equal or ==)"
                 )
         if _verdict(answer, block_with_positions, x, perm):
             raise Incorrect(
                 "a block with position encodings added is not equivariant (the outputs "
                 "differ by far more than rounding), but your function says it is: compare "
-                "the values, with atol=1e-5"
+                "the two outputs' values position by position with torch.allclose"
+            )
+        if _verdict(answer, reversed_tokens, x, perm):
+            raise Incorrect(
+                "fn(x) = x.flip(1) (reverse the tokens) is not equivariant, but your function "
+                "says it is: comparing sums, sorted values or a permutation of the wrong axis "
+                "cannot see the order; compare fn(x[:, perm]) with fn(x)[:, perm] element by "
+                "element, permuting the tokens (dim 1)"
+            )
+        if _verdict(answer, last_token_shifted, x, perm):
+            raise Incorrect(
+                "a function that adds 1 to the last position only is not equivariant, but "
+                "your function says it is: compare every position, not just some tokens"
             )
 
 
@@ -153,7 +192,7 @@ is_permutation_equivariant = Exercise(
     hints=(
         "Run fn twice: once on the permuted tokens x[:, perm], once on x and permute its "
         "output with [:, perm]. Equivariant means the two agree.",
-        "Float sums in another order differ in the last bits: torch.allclose(a, b, atol=1e-5).",
+        "Float sums in another order differ in the last bits: compare with torch.allclose.",
     ),
 )
 
@@ -172,27 +211,36 @@ def _sinusoidal_reference(seq_len, d_model):
 def _check_sinusoidal(answer):
     seq_len, d_model = 12, 16
     got = attempt(answer, seq_len, d_model)
-    expect_shape(got, (seq_len, d_model), f"sinusoidal_positions({seq_len}, {d_model})")
-    got = got.float()
-    expected = sinusoidal_positions(seq_len, d_model)
-    if torch.allclose(got, expected, atol=1e-5):
+    what = f"sinusoidal_positions({seq_len}, {d_model})"
+    expect_shape(got, (seq_len, d_model), what)
+    if not got.is_floating_point():
+        raise Incorrect(f"{what} should be a floating-point tensor, got dtype {got.dtype}: "
+                        "integer positions must become floats before the division")
+    expect_finite(got, what)
+    got = got.detach().double()
+    expected = sinusoidal_positions(seq_len, d_model).double()
+
+    def close(a, b):  # the tolerance the task states
+        return torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+    if close(got, expected):
         return
-    if torch.allclose(got[:, 0::2], expected[:, 1::2], atol=1e-5):
+    if close(got[:, 0::2], expected[:, 1::2]):
         raise Incorrect("sin and cos are swapped: even columns (0, 2, ...) hold the sines")
     half = d_model // 2
-    if torch.allclose(got[:, :half], expected[:, 0::2], atol=1e-5):
+    if close(got[:, :half], expected[:, 0::2]):
         raise Incorrect(
             "the sines fill the first half and the cosines the second; interleave them "
             "instead: table[:, 0::2] = sin, table[:, 1::2] = cos"
         )
-    if torch.allclose(got[:-1], expected[1:], atol=1e-5):
+    if close(got[:-1], expected[1:]):
         raise Incorrect("your positions start at 1: the first row is position 0 (sin 0 = 0)")
-    if torch.allclose(got[:, 0::2], expected[:, 0::2], atol=1e-5):
+    if close(got[:, 0::2], expected[:, 0::2]):
         raise Incorrect(
             "the sine columns are right but the cosine columns are not: column 2i+1 uses the "
             "same frequency as column 2i, 1 / 10000^(2i/d_model)"
         )
-    if not torch.allclose(got[:, 0], expected[:, 0], atol=1e-5):
+    if not close(got[:, 0], expected[:, 0]):
         raise Incorrect(
             "column 0 should be sin(pos), the fastest clock (frequency 1): check the angle "
             "pos / 10000^(2i/d_model) at i = 0"
