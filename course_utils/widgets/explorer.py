@@ -339,13 +339,14 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     ``data-causal`` and ``data-scaled``; each key's number is the text of
     ``.attn-explorer-weight[data-key=j]``; ``.attn-explorer-max`` and
     ``.attn-explorer-entropy`` hold the summary numbers. The explorer's script draws
-    the same structure. ``settings`` replaces the "causal mask · scale" note.
+    the same structure. ``settings`` replaces the "causal mask (when on) · scale" note.
     """
     e = html.escape
     query_word = e(state.tokens[state.query])
     scale = f"scores ÷ √{d_k}" if state.scaled else "scores not scaled"
-    mask = "causal mask on" if state.causal else "causal mask off"
-    settings = f"{mask} · {scale}" if settings is None else html.escape(settings)
+    # The mask is named only when it is on: lessons before 05 show no mask at all.
+    mask = "causal mask on · " if state.causal else ""
+    settings = f"{mask}{scale}" if settings is None else html.escape(settings)
     lines = [
         f'<div class="attn-explorer-row" data-query="{state.query}" '
         f'data-causal="{int(state.causal)}" data-scaled="{int(state.scaled)}" '
@@ -632,8 +633,8 @@ def explorer_figure(example: AttentionExample | None = None, query: int | str | 
     bars.set_xticks(positions, labels=state.tokens, rotation=45, ha="right")
     bars.set_ylim(0, 1.08)
     bars.set_ylabel("attention weight")
-    settings = (f"causal mask {'on' if causal else 'off'}, "
-                f"{'÷√' + str(example.d_k) if scaled else 'no scaling'}")
+    settings = ("causal mask on, " if causal else "") + (
+        f"÷√{example.d_k}" if scaled else "no scaling")
     if temperature != 1.0:
         settings += f", T = {temperature:g}"
     bars.set_title(f'query "{state.tokens[state.query]}" ({settings})', fontsize=10)

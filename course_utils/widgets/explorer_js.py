@@ -413,8 +413,9 @@ EXPLORER_JS = r"""
 
   function settingsText() {
     if (!toy) { return 'layer ' + S.layer + ', head ' + S.head; }
-    var parts = ['causal mask ' + (S.causal ? 'on' : 'off'),
-                 S.scaled ? 'scores ÷ √' + sentence().d_k : 'scores not scaled'];
+    // The mask is named only when it is on: lessons before 05 show no mask at all.
+    var parts = (S.causal ? ['causal mask on'] : []).concat(
+      [S.scaled ? 'scores ÷ √' + sentence().d_k : 'scores not scaled']);
     if (data.temperatures[S.t] !== 1) { parts.push('T = ' + data.temperatures[S.t].toFixed(2)); }
     return parts.join(' · ');
   }
