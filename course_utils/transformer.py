@@ -72,6 +72,17 @@ def _copy_parameters(pairs) -> None:
             mine.bias.copy_(theirs.bias)
 
 
+def _shaped_like(cls, layer):
+    """A ``cls`` block with the sizes, norm order, activation, eps, device and dtype of the
+    torch layer ``layer``, its self-attention copied; the caller copies the rest."""
+    block = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
+                layer.linear1.out_features, norm_first=layer.norm_first,
+                activation=_copyable_activation(layer), eps=layer.norm1.eps)
+    block = block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+    block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+    return block
+
+
 def _copyable_activation(layer) -> str:
     if not layer.self_attn.batch_first:
         raise ValueError(
@@ -173,12 +184,7 @@ class EncoderBlock(nn.Module):
             raise TypeError(
                 f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
             )
-        activation = _copyable_activation(layer)
-        block = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
-                    layer.linear1.out_features, norm_first=layer.norm_first,
-                    activation=activation, eps=layer.norm1.eps)
-        block = block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
-        block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block = _shaped_like(cls, layer)
         _copy_parameters(((block.ffn.linear1, layer.linear1), (block.ffn.linear2, layer.linear2),
                           (block.norm1, layer.norm1), (block.norm2, layer.norm2)))
         return block
@@ -252,12 +258,7 @@ class DecoderBlock(nn.Module):
             raise TypeError(
                 f"expected a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
             )
-        activation = _copyable_activation(layer)
-        block = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
-                    layer.linear1.out_features, norm_first=layer.norm_first,
-                    activation=activation, eps=layer.norm1.eps)
-        block = block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
-        block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block = _shaped_like(cls, layer)
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         _copy_parameters(((block.ffn.linear1, layer.linear1), (block.ffn.linear2, layer.linear2),
                           (block.norm1, layer.norm1), (block.norm2, layer.norm2),

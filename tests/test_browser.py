@@ -55,6 +55,27 @@ SERVER_START_TIMEOUT_S = 90
 RUN_ALL_TIMEOUT_S = 180  # a lesson runs in at most 60 s; the rest is slack for a busy CI box
 WIDGET_RENDER_TIMEOUT_S = 30
 LATENCY_CLICKS = 12
+
+# From a click on a word of the explorer found by ``selector`` to its row in the page, in ms
+# (the same measurement in JupyterLab here and on the static site in tests/test_site.py).
+CLICK_LATENCY_JS = """async ([index, selector]) => {
+    const root = document.querySelector(selector);
+    const button = root.querySelectorAll('.attn-explorer-token')[index];
+    const updated = () => {
+        const row = root.querySelector('.attn-explorer-row');
+        return row && row.dataset.query === String(index);
+    };
+    return await new Promise((resolve, reject) => {
+        const observer = new MutationObserver(() => {
+            if (updated()) { observer.disconnect(); resolve(performance.now() - start); }
+        });
+        observer.observe(root, {subtree: true, childList: true, attributes: true,
+                                characterData: true});
+        const start = performance.now();
+        button.click();
+        setTimeout(() => { observer.disconnect(); reject(new Error('no update in 5 s')); }, 5000);
+    });
+}"""
 LATENCY_TARGET_MS = 50
 # Settings of this server only (its own JUPYTER_CONFIG_DIR): never save notebooks, render
 # every cell (windowing would leave off-screen cells out of the page), no news pop-ups.
@@ -381,24 +402,6 @@ def assert_shows(page, expected) -> None:
     )
 
 
-CLICK_LATENCY_JS = """async (index) => {
-    const root = document.querySelector('.attn-explorer');
-    const button = root.querySelectorAll('.attn-explorer-token')[index];
-    const updated = () => {
-        const row = root.querySelector('.attn-explorer-row');
-        return row && row.dataset.query === String(index);
-    };
-    return await new Promise((resolve, reject) => {
-        const observer = new MutationObserver(() => {
-            if (updated()) { observer.disconnect(); resolve(performance.now() - start); }
-        });
-        observer.observe(root, {subtree: true, childList: true, attributes: true,
-                                characterData: true});
-        const start = performance.now();
-        button.click();
-        setTimeout(() => { observer.disconnect(); reject(new Error('no update in 5 s')); }, 5000);
-    });
-}"""
 
 
 def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, capsys):
@@ -448,7 +451,7 @@ def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, c
     # Click-to-update latency: from the click to the new row being in the page.
     n = len(example.tokens)
     targets = [(it + 1 + step) % n for step in range(LATENCY_CLICKS)]  # never the current one
-    latencies = [page.evaluate(CLICK_LATENCY_JS, index) for index in targets]
+    latencies = [page.evaluate(CLICK_LATENCY_JS, [index, ".attn-explorer"]) for index in targets]
     median = statistics.median(latencies)
     with capsys.disabled():
         print(f"\nexplorer click-to-update latency over {len(latencies)} clicks: median "

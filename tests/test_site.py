@@ -22,7 +22,7 @@ import nbformat
 import pytest
 
 from course_utils.widgets.explorer import explorer_state, pronoun_example
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, _require_chromium
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, CLICK_LATENCY_JS, _require_chromium
 from tools import site
 from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
 
@@ -226,24 +226,6 @@ def test_search_finds_a_lesson_offline(browser, server):
 
 # --- the attention explorer on the static site (no kernel) -----------------------------------
 
-CLICK_LATENCY_JS = """async ([index, selector]) => {
-    const root = document.querySelector(selector);
-    const button = root.querySelectorAll('.attn-explorer-token')[index];
-    const updated = () => {
-        const row = root.querySelector('.attn-explorer-row');
-        return row && row.dataset.query === String(index);
-    };
-    return await new Promise((resolve, reject) => {
-        const observer = new MutationObserver(() => {
-            if (updated()) { observer.disconnect(); resolve(performance.now() - start); }
-        });
-        observer.observe(root, {subtree: true, childList: true, attributes: true,
-                                characterData: true});
-        const start = performance.now();
-        button.click();
-        setTimeout(() => { observer.disconnect(); reject(new Error('no update in 5 s')); }, 5000);
-    });
-}"""
 
 
 def shown_row(page, selector: str = ".attn-explorer") -> dict:

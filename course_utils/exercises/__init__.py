@@ -101,6 +101,16 @@ def expect_finite(value: torch.Tensor, what: str) -> None:
                         "row with no allowed key, or -inf that reached a sum")
 
 
+def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """True if ``value`` would pass :func:`expect_close`: a checker uses it to recognise a
+    known mistake (a finite float tensor of the right shape, equal in float64)."""
+    return (isinstance(value, torch.Tensor) and value.is_floating_point()
+            and tuple(value.shape) == tuple(expected.shape)
+            and bool(torch.isfinite(value).all())
+            and torch.allclose(value.detach().double(), expected.detach().double(),
+                               atol=atol, rtol=rtol))
+
+
 def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
                  rtol: float = 1e-4) -> None:
     """Raise Incorrect unless ``value`` matches ``expected`` within ``atol + rtol·|expected|``.

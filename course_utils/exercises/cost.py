@@ -16,6 +16,7 @@ from course_utils.exercises import (
     expect_close,
     expect_finite,
     expect_shape,
+    is_close,
 )
 
 # (seq_len, d_model, num_heads, batch_size): batch_size > 1 first, so a forgotten batch shows
@@ -119,12 +120,6 @@ def _partial(scores, values):
     return online_softmax_update(*empty, scores, values)
 
 
-def _close(x, y) -> bool:
-    """Within the task's tolerance (atol 1e-5, rtol 1e-4), compared in float64."""
-    return (isinstance(x, torch.Tensor) and x.is_floating_point() and x.shape == y.shape
-            and torch.allclose(x.detach().double(), y.double(), atol=1e-5, rtol=1e-4))
-
-
 def _check_merge_partials(answer):
     generator = torch.Generator().manual_seed(6)
     q = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)
@@ -145,20 +140,20 @@ def _check_merge_partials(answer):
         if not got.is_floating_point():
             raise Incorrect(f"the merged {name} should be floating-point, got {got.dtype}")
         expect_finite(got, f"the merged {name}")
-    if not _close(got_max, want_max):
+    if not is_close(got_max, want_max):
         raise Incorrect("the merged max should be the larger of the two, row by row: "
                         "torch.maximum(max_a, max_b)")
-    if _close(got_out, want_out / want_sum):
+    if is_close(got_out, want_out / want_sum):
         raise Incorrect("out should stay unnormalised: divide by the sum once, at the very end")
     for name, got, part_a, part_b in (("sum", got_sum, a[1], b[1]),
                                       ("out", got_out, a[2], b[2])):
-        if _close(got, part_a + part_b):
+        if is_close(got, part_a + part_b):
             raise Incorrect(
                 f"you added the two {name}s as they are, but each was taken relative to its "
                 f"own max: multiply {name}_a by exp(max_a - new_max), and b likewise, first"
             )
         grown = part_a * torch.exp(want_max - a[0]) + part_b * torch.exp(want_max - b[0])
-        if _close(got, grown):
+        if is_close(got, grown):
             raise Incorrect(
                 f"the rescaling of the {name}s runs the wrong way: the factor is "
                 "exp(old max - new max), which is at most 1"

@@ -17,6 +17,7 @@ from course_utils.exercises import (
     expect_close,
     expect_finite,
     expect_shape,
+    is_close,
 )
 
 
@@ -106,11 +107,6 @@ def reference_gradient_through_linear_rnn(w: torch.Tensor, max_k: int) -> torch.
     )  # (max_k + 1,)
 
 
-def _close(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Within the stated tolerance: 1e-5 + 1e-4·|expected|, compared in float64."""
-    return torch.allclose(got, want.double(), atol=1e-5, rtol=1e-4)
-
-
 def _check_gradient_through_linear_rnn(answer) -> None:
     generator = torch.Generator().manual_seed(0)
     w = torch.randn(4, 4, generator=generator) / 2  # not symmetric; ‖W‖^k ≠ ‖W^k‖
@@ -123,31 +119,31 @@ def _check_gradient_through_linear_rnn(answer) -> None:
     expect_finite(got, what)
     got = got.detach().double()
     expected = reference_gradient_through_linear_rnn(w, max_k)
-    if _close(got, expected):
+    if is_close(got, expected):
         return
     norms = torch.linalg.matrix_norm
     power = torch.linalg.matrix_power
-    if _close(got, torch.stack([norms(w**k) for k in range(max_k + 1)])):
+    if is_close(got, torch.stack([norms(w**k) for k in range(max_k + 1)])):
         raise Incorrect(
             f"{what}: w ** k raises each entry to the power k. Going back k steps multiplies "
             "k Jacobians, a matrix power: torch.linalg.matrix_power(w, k)"
         )
-    if _close(got, torch.stack([norms(power(w, k + 1)) for k in range(max_k + 1)])):
+    if is_close(got, torch.stack([norms(power(w, k + 1)) for k in range(max_k + 1)])):
         raise Incorrect(
             f"{what}: entry k should be ‖W^k‖ starting at k = 0, where W^0 is the identity "
             f"and ‖I‖ = sqrt(4) = 2; your entries are shifted by one step"
         )
-    if _close(got[1:], expected[1:]):
+    if is_close(got[1:], expected[1:]):
         raise Incorrect(
             f"{what}: entry 0 should be ‖W^0‖ = ‖I‖ = sqrt(4) = 2 (zero steps back, the "
             f"gradient passes unchanged), got {got[0].item():.3g}"
         )
-    if _close(got, torch.stack([norms(power(w, k), ord=2) for k in range(max_k + 1)])):
+    if is_close(got, torch.stack([norms(power(w, k), ord=2) for k in range(max_k + 1)])):
         raise Incorrect(
             f"{what}: use the Frobenius norm (the default of torch.linalg.matrix_norm), "
             "not the spectral norm, to match the measurement in the lesson"
         )
-    if _close(got, norms(w) ** torch.arange(max_k + 1)) or _close(
+    if is_close(got, norms(w) ** torch.arange(max_k + 1)) or is_close(
             got[1:], norms(w) ** torch.arange(1, max_k + 1)):
         raise Incorrect(
             f"{what}: ‖W‖^k (the norm raised to the power k) is only an upper bound; take the "

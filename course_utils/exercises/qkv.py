@@ -19,14 +19,8 @@ from course_utils.exercises import (
     expect_close,
     expect_finite,
     expect_shape,
+    is_close,
 )
-
-
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same shape and values within the stated tolerance (compared in float64)."""
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape and a.is_floating_point()
-            and bool(torch.isfinite(a).all())
-            and torch.allclose(a.detach().double(), b.detach().double(), atol=1e-5, rtol=1e-4))
 
 
 def _project_qkv_reference(x, w_q, w_k, w_v):
@@ -56,13 +50,13 @@ def _check_project_qkv(answer):
         if not got.is_floating_point():
             raise Incorrect(f"{name} should be a floating-point tensor, got dtype {got.dtype}")
         expect_finite(got, name)
-    if _close(q, expected[1]) and _close(k, expected[0]):
+    if is_close(q, expected[1]) and is_close(k, expected[0]):
         raise Incorrect("q and k are swapped: q = x @ w_q, k = x @ w_k")
-    if _close(q, k):
+    if is_close(q, k):
         raise Incorrect("q and k are equal: each of q, k, v needs its own matrix "
                         "(q = x @ w_q, k = x @ w_k, v = x @ w_v)")
     for scale in (math.sqrt(d_k), d_k):
-        if _close(q, expected[0] / scale):
+        if is_close(q, expected[0] / scale):
             raise Incorrect("q is divided by a scale: the projection is only x @ w_q; the "
                             "1/sqrt(d_k) belongs to the scores q @ k.T")
     for name, got, want in zip("qkv", result, expected, strict=True):
@@ -129,10 +123,10 @@ def _check_attention(answer):
         math.sqrt(d_k): "you multiplied by sqrt(d_k); divide by it",
     }
     for scale, message in wrong_scales.items():
-        if _close(weights, scaled_dot_product_attention(q, k, v, scale=scale)[1]):
+        if is_close(weights, scaled_dot_product_attention(q, k, v, scale=scale)[1]):
             raise Incorrect(message)
     expect_close(weights, expected_weights, "weights")
-    if _close(output, expected_weights @ v / math.sqrt(d_k)):
+    if is_close(output, expected_weights @ v / math.sqrt(d_k)):
         raise Incorrect("output is divided by sqrt(d_k) again: the scale belongs to the scores "
                         "only; output = weights @ v")
     expect_close(output, expected_output, "output")
