@@ -9,6 +9,7 @@ macOS, Windows and Colab draw the same glyphs) as a fallback after the usual Lat
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -33,8 +34,28 @@ def current_language() -> str:
 
 
 def text(en: str, zh: str) -> str:
-    """The message in the current language."""
+    """The message in the current language (for text made when it is shown)."""
     return zh if _state["language"] == "zh-CN" else en
+
+
+@dataclass(frozen=True)
+class Bilingual:
+    """A text written once in both languages, shown in whichever is current when printed.
+
+    For text made before the learner picks a language (an exercise's title and hints, a
+    module's labels): ``str()`` and f-strings read the language at that moment.
+    """
+
+    en: str
+    zh: str
+
+    def __str__(self) -> str:
+        return text(self.en, self.zh)
+
+
+def in_english(message) -> str:
+    """The English form of a str or :class:`Bilingual` (names that must not change)."""
+    return message.en if isinstance(message, Bilingual) else str(message)
 
 
 def cjk_font_path() -> Path:

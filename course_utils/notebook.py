@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from course_utils.checks import require_seed
+from course_utils.language import set_language, text
 
 
 @contextmanager
@@ -22,14 +23,17 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
-def setup(seed: int = 0) -> None:
+def setup(seed: int = 0, language: str = "en") -> None:
     """Seed Python, NumPy and torch, use one torch thread, set print options, report the device.
+
+    ``language`` is the edition's: "en", or "zh-CN" for Chinese messages and a CJK font.
 
     Every tensor in the lessons is small: a second thread costs more in hand-over than it
     saves (on a busy machine, many times more), and one thread makes float reductions add
     up in the same order on every machine, so the printed numbers are reproducible.
     """
     require_seed("seed", seed)
+    set_language(language)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -37,7 +41,8 @@ def setup(seed: int = 0) -> None:
     torch.set_printoptions(precision=3, sci_mode=False, linewidth=100)
     np.set_printoptions(precision=3, suppress=True, linewidth=100)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"seed {seed}, device {device}, 1 torch thread (every lesson runs on a CPU)")
+    print(text(f"seed {seed}, device {device}, 1 torch thread (every lesson runs on a CPU)",
+               f"随机种子 {seed}，设备 {device}，torch 单线程（每一课都在 CPU 上运行）"))
 
 
 def claim(holds, statement: str) -> None:
@@ -57,5 +62,6 @@ def claim(holds, statement: str) -> None:
     if not isinstance(statement, str) or not statement.strip():
         raise TypeError(f"claim() needs the statement as a non-empty str, got {statement!r}")
     if not holds:
-        raise AssertionError(f"✗ the lesson claims: {statement} — but the code says otherwise")
+        raise AssertionError(text(f"✗ the lesson claims: {statement} — but the code says otherwise",
+                                  f"✗ 课文声称：{statement}——但代码的结果并非如此"))
     print(f"✓ {statement}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from course_utils.exercises import (
     expect_close,
 )
 from course_utils.exercises.qkv import project_qkv
+from course_utils.language import Bilingual, set_language
 from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, assert_correct, assert_incorrect
 
 
@@ -113,9 +115,11 @@ TABLES = _all_mutation_tables()
 def _mutation_rows():
     rows = []
     for exercise, table in TABLES.items():
-        rows += [pytest.param(exercise, answer, words, id=f"{exercise.title}: {name}")
+        # ids start with the exercise's module (qkv, masks …): -k qkv selects one lesson's.
+        where = f"{exercise.checker.__module__.rsplit('.', 1)[-1]}: {exercise.title}"
+        rows += [pytest.param(exercise, answer, words, id=f"{where}: {name}")
                  for name, answer, words in table.wrong]
-        rows += [pytest.param(exercise, answer, None, id=f"{exercise.title}: ok {name}")
+        rows += [pytest.param(exercise, answer, None, id=f"{where}: ok {name}")
                  for name, answer in table.right]
     return rows
 
@@ -135,6 +139,60 @@ def test_mutation_tables_wrong_rejected_with_their_message_right_accepted(exerci
         assert_correct(exercise, answer)
     else:
         assert_incorrect(exercise, answer, words)
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# Four English words in a row: a sentence left untranslated (identifiers have _ . or digits).
+ENGLISH_RUN = re.compile(r"\b[A-Za-z]+(?: [A-Za-z]+){3,}\b")
+
+
+def assert_chinese(message: str, where: str) -> None:
+    """``message`` reads as Chinese: it has Chinese characters and no English sentence. What
+    the learner's own exception says (after 抛出了) is theirs, not the course's, and is skipped."""
+    ours = message.split("抛出了")[0]
+    assert CJK.search(ours), f"{where}: no Chinese in {message!r}"
+    assert not ENGLISH_RUN.search(ours), (
+        f"{where}: English left in {message!r}: {ENGLISH_RUN.search(ours).group()!r}")
+
+
+@pytest.fixture
+def chinese():
+    set_language("zh-CN")
+    yield
+    set_language("en")
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_in_the_chinese_edition_titles_and_hints_are_chinese(key, chinese):
+    exercise = EXERCISES[key]
+    assert_chinese(str(exercise.title), f"{key}: title")
+    assert exercise.hints, f"{key}: no hints"
+    for number, hint in enumerate(exercise.hints, 1):
+        assert_chinese(str(hint), f"{key}: hint {number}")
+
+
+@pytest.mark.parametrize(("exercise", "answer", "words"), _mutation_rows())
+def test_in_the_chinese_edition_every_verdict_is_the_same_and_reads_chinese(
+        exercise, answer, words, chinese):
+    verdict = exercise.evaluate(answer)
+    assert verdict.status == (CORRECT if words is None else INCORRECT), str(verdict)
+    assert_chinese(verdict.message, f"{exercise.title}")
+
+
+def test_the_frameworks_own_messages_follow_the_language(chinese, capsys):
+    assert_chinese(str(double.evaluate(None)), "not attempted")
+    assert_chinese(str(double.evaluate(stub)), "stub")
+    assert_chinese(str(double.evaluate(lambda x: x)), "incorrect")
+    exercise = Exercise("double", _double_checker, lambda x: 2 * x, hints=(
+        Bilingual("x + x", "把 x 加上它自己"),))
+    exercise.hint()
+    exercise.hint()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "提示 1/1：把 x 加上它自己"
+    assert_chinese(lines[1], "after the last hint")
+    with pytest.raises(Incorrect) as caught:
+        expect_close(torch.tensor([1.0]), torch.tensor([1.0, 2.0]), Bilingual("x", "输出"))
+    assert str(caught.value).startswith("输出的形状应当是 (2,)")
 
 
 def test_an_error_of_the_checker_is_never_blamed_on_the_learner():

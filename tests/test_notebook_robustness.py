@@ -26,7 +26,8 @@ from tools.lessons import lesson_paths, read, stated_run_time
 
 RUNS = {1: 2, 2: 1, 3: 1}  # seed: how many times each code cell is executed in a row
 PARALLEL = 2
-SETUP_CALL = re.compile(r"(?<![\w.])setup\((?:seed=)?\d*\)")  # setup(), setup(seed=0), setup(0)
+# setup(), setup(seed=0), setup(0), setup(seed=0, language="en"): the seed is replaced.
+SETUP_CALL = re.compile(r"(?<![\w.])setup\((?:seed=)?\d*(?P<rest>(?:, )?language=\"[\w-]+\")?\)")
 SKIP_TAGS = {"nbval-skip", "skip-execution"}
 
 LESSONS = lesson_paths()
@@ -38,7 +39,9 @@ def with_seed(notebook: nbformat.NotebookNode, seed: int) -> nbformat.NotebookNo
              if cell.cell_type == "code" and SETUP_CALL.search(cell.source)]
     if len(calls) != 1:
         raise AssertionError(f"a lesson calls setup() exactly once; found {len(calls)} calls")
-    calls[0].source = SETUP_CALL.sub(f"setup(seed={seed})", calls[0].source)
+    calls[0].source = SETUP_CALL.sub(
+        lambda m: f"setup(seed={seed}{', ' + m['rest'].lstrip(', ') if m['rest'] else ''})",
+        calls[0].source)
     return notebook
 
 
@@ -94,6 +97,8 @@ def test_the_seed_replacement_finds_exactly_one_setup_call():
     ])
     assert with_seed(notebook, 3).cells[1].source.endswith("\nsetup(seed=3)")
     assert with_seed(notebook, 1).cells[1].source.endswith("\nsetup(seed=1)")  # from seed=3
+    notebook.cells[1].source = 'setup(seed=0, language="zh-CN")'
+    assert with_seed(notebook, 2).cells[1].source == 'setup(seed=2, language="zh-CN")'
     notebook.cells[1].source = "print('no setup here')"
     with pytest.raises(AssertionError, match="found 0"):
         with_seed(notebook, 2)

@@ -24,7 +24,7 @@ import pytest
 from course_utils.widgets.explorer import explorer_state, pronoun_example
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, CLICK_LATENCY_JS, _require_chromium
 from tools import site
-from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths
 
 LATENCY_CLICKS = 20
 LATENCY_TARGET_MS = 50
@@ -183,7 +183,7 @@ def test_landing_page_lists_every_lesson_in_order_with_badge_and_link(browser, s
     names = site._lesson_names()
     assert [row["href"] for row in rows] == [f"{site.LESSONS}/{n}.html" for n in names]
     assert [row["number"] for row in rows] == [
-        site.lesson_title(nbformat.read(p, as_version=4))[0] for p in lesson_paths()]
+        lesson_heading(nbformat.read(p, as_version=4))[0] for p in lesson_paths()]
     for row, path in zip(rows, lesson_paths(), strict=True):
         assert row["colab"].startswith("https://colab.research.google.com/github/")
         assert row["colab"].endswith(path.relative_to(ROOT).as_posix())

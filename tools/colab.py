@@ -32,24 +32,39 @@ def install_source() -> str:
     return f"git+https://github.com/{REPOSITORY}@v{__version__}"
 
 
-def setup_cell_source() -> str:
-    """The first code cell of every lesson.
+# What the setup cell installs besides course_utils, per edition: the Chinese one draws
+# Chinese in its figures with the font of zhplot, which Colab does not ship.
+EXTRA_PACKAGES = {"en": "", "zh-CN": "zhplot"}
+SETUP_COMMENTS = {
+    "en": ("Setup: on Colab, install the course's helper package (torch and ipywidgets stay "
+           "as they are).", "so this running kernel sees the new package"),
+    "zh-CN": ("准备：在 Colab 上安装课程的辅助包和中文字体包 zhplot"
+              "（torch 与 ipywidgets 保持 Colab 自带的版本）。", "让正在运行的内核看到新装的包"),
+}
+
+
+def setup_cell_source(edition: str = "en") -> str:
+    """The first code cell of every lesson of ``edition``.
 
     On Colab (or when the tests set ``COURSE_UTILS_SOURCE``) it installs course_utils
-    without dependencies, so torch and ipywidgets stay exactly as Colab ships them.
-    Anywhere else it installs nothing: ``python3 tools/course.py lab`` did that.
+    without dependencies, so torch and ipywidgets stay exactly as Colab ships them, plus
+    the edition's extra packages. Anywhere else it installs nothing: ``python3
+    tools/course.py lab`` did that. Both editions' cells have the same code; only the
+    string naming the extra packages differs.
     """
+    intro, last = SETUP_COMMENTS[edition]
     return f'''\
-# Setup: on Colab, install the course's helper package (torch and ipywidgets stay as they are).
+# {intro}
 import importlib.util
 import os
 import subprocess
 import sys
 
+extra_packages = "{EXTRA_PACKAGES[edition]}"
 if importlib.util.find_spec("course_utils") is None and (
     "google.colab" in sys.modules or "{SOURCE_VARIABLE}" in os.environ
 ):
     source = os.environ.get("{SOURCE_VARIABLE}", "{install_source()}")
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
-    subprocess.run([*pip, source], check=True)
-    importlib.invalidate_caches()  # so this running kernel sees the new package'''
+    subprocess.run([*pip, source, *extra_packages.split()], check=True)
+    importlib.invalidate_caches()  # {last}'''

@@ -11,12 +11,31 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 # Cell tags that exclude a cell's output from nbval's comparison.
 EXCLUDING_TAGS = {"nbval-ignore-output", "nbval-skip"}
-STATED_RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s on 2 CPU cores\.")
+# The header's run-time line in each edition.
+STATED_RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s on 2 CPU cores\."
+                             r"|\*\*运行时间：\*\*在 2 核 CPU 上约 (\d+) 秒。")
 
 
-def lesson_paths() -> list[Path]:
-    """Every notebook under notebooks/, in learning order."""
-    return sorted(p for p in NOTEBOOK_DIR.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+# The course's editions and their folders: English lessons, their Chinese twins of the same name.
+EDITIONS = {"en": NOTEBOOK_DIR, "zh-CN": NOTEBOOK_DIR / "zh-CN"}
+
+
+def lesson_paths(edition: str = "en") -> list[Path]:
+    """One edition's lessons, in learning order."""
+    if edition not in EDITIONS:
+        raise ValueError(f"edition should be one of {tuple(EDITIONS)}, got {edition!r}")
+    return sorted(EDITIONS[edition].glob("*.ipynb"))
+
+
+def all_lesson_paths() -> list[Path]:
+    """Every lesson of every edition: the English ones, then the Chinese ones."""
+    return [path for edition in EDITIONS for path in lesson_paths(edition)]
+
+
+def edition_of(path: Path) -> str:
+    """The edition a lesson belongs to, from its folder."""
+    folder = Path(path).resolve().parent
+    return next(name for name, where in EDITIONS.items() if where == folder)
 
 
 def read(path: Path) -> nbformat.NotebookNode:
@@ -26,7 +45,7 @@ def read(path: Path) -> nbformat.NotebookNode:
 def stated_run_time(path: Path) -> int | None:
     """The run time in seconds that a lesson's first cell states, or None."""
     match = STATED_RUN_TIME.search(read(path).cells[0].source)
-    return int(match.group(1)) if match else None
+    return int(match.group(1) or match.group(2)) if match else None
 
 
 def excluded_cells(notebook: nbformat.NotebookNode) -> int:
@@ -35,3 +54,12 @@ def excluded_cells(notebook: nbformat.NotebookNode) -> int:
         1 for cell in notebook.cells
         if cell.cell_type == "code" and EXCLUDING_TAGS & set(cell.metadata.get("tags", []))
     )
+
+
+def lesson_heading(notebook: nbformat.NotebookNode) -> tuple[str, str]:
+    """("09", "The attention explorer: ...") from the first cell's "# Lesson 09 · ..."
+    (or the Chinese edition's "# 第 09 课 · ...")."""
+    heading = notebook.cells[0].source.partition("\n")[0].removeprefix("# ")
+    number, _, name = heading.partition(" · ")
+    digits = re.search(r"\d+", number)
+    return (digits.group() if digits else number), name or heading

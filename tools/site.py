@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 
 from tools.colab import colab_url
-from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths, stated_run_time
+from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths, stated_run_time
 from tools.sync_colab import SETUP_MARKER
 
 SITE_CONFIG = ROOT / "site"
@@ -57,13 +57,6 @@ WIDGET_NOTE = (
 )
 LESSONS = "lessons"
 DOWNLOADS = "notebooks"
-
-
-def lesson_title(notebook: nbformat.NotebookNode) -> tuple[str, str]:
-    """("09", "The attention explorer: ...") from the first cell's "# Lesson 09 · ..."."""
-    heading = notebook.cells[0].source.partition("\n")[0].removeprefix("# ")
-    number, _, name = heading.partition(" · ")
-    return number.split()[-1], name or heading
 
 
 def prepare_notebook(path: Path, target: Path, badge_image: str) -> nbformat.NotebookNode:
@@ -174,7 +167,7 @@ def prepare_source() -> None:
         depth = len(Path(LESSONS, name).parts) - 1
         badge_image = "../" * depth + "_static/colab-badge.svg"
         notebook = prepare_notebook(path, target, badge_image)
-        number, title = lesson_title(notebook)
+        number, title = lesson_heading(notebook)
         relative = path.relative_to(ROOT).as_posix()
         run_time = stated_run_time(path)
         rows += [

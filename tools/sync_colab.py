@@ -1,4 +1,5 @@
-"""Write the Colab badge and setup cell from tools/colab.py into every lesson and the README.
+"""Write the Colab badge and setup cell from tools/colab.py into every lesson of both
+editions, and the lesson tables into README.md and README.zh-CN.md.
 
     python3 tools/course.py sync
 
@@ -14,10 +15,19 @@ import sys
 import nbformat
 
 from tools.colab import badge, setup_cell_source
-from tools.lessons import ROOT, lesson_paths, read, stated_run_time
+from tools.lessons import (
+    ROOT,
+    all_lesson_paths,
+    edition_of,
+    lesson_heading,
+    lesson_paths,
+    read,
+    stated_run_time,
+)
 
 BADGE_LINE = re.compile(r"^\[!\[Open In Colab\].*$", re.M)
-SETUP_MARKER = "# Setup: on Colab"
+SETUP_MARKER = re.compile(r"# (Setup: on Colab|准备：在 Colab)")
+READMES = {"en": ROOT / "README.md", "zh-CN": ROOT / "README.zh-CN.md"}
 
 
 def sync_notebook(path) -> bool:
@@ -33,45 +43,52 @@ def sync_notebook(path) -> bool:
     intro.source = f"{title}\n\n{badge(relative)}\n\n{rest}".rstrip() + "\n"
     first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
     cell = notebook.cells[first_code]
-    if cell.source.startswith(SETUP_MARKER):
-        cell.source = setup_cell_source()
+    setup = setup_cell_source(edition_of(path))
+    if SETUP_MARKER.match(cell.source):
+        cell.source = setup
     else:
-        notebook.cells.insert(first_code, nbformat.v4.new_code_cell(setup_cell_source()))
+        notebook.cells.insert(first_code, nbformat.v4.new_code_cell(setup))
     if nbformat.writes(notebook) == before:
         return False
     nbformat.write(notebook, path)
     return True
 
 
-def lesson_table() -> str:
-    """The README's lesson table: number, title, stated run time and badge of each lesson."""
-    rows = ["| # | lesson | CPU run time | |", "|---|---|---|---|"]
-    for path in lesson_paths():
+TABLE_WORDS = {"en": ("| # | lesson | CPU run time | |", "about {} s"),
+               "zh-CN": ("| # | 课程 | CPU 运行时间 | |", "约 {} 秒")}
+
+
+def lesson_table(edition: str = "en") -> str:
+    """A README's lesson table: number, title, stated run time and badge of each lesson."""
+    header, run_time = TABLE_WORDS[edition]
+    rows = [header, "|---|---|---|---|"]
+    for path in lesson_paths(edition):
         relative = path.relative_to(ROOT).as_posix()
-        title = read(path).cells[0].source.partition("\n")[0].removeprefix("# ")
-        number, _, name = title.partition(" · ")
-        rows.append(f"| {number.split()[-1]} | [{name}]({relative}) | "
-                    f"about {stated_run_time(path)} s | {badge(relative)} |")
+        number, name = lesson_heading(read(path))
+        rows.append(f"| {number} | [{name}]({relative}) | "
+                    f"{run_time.format(stated_run_time(path))} | {badge(relative)} |")
     return "\n".join(rows)
 
 
 LESSON_BLOCK = re.compile(r"(<!-- lessons:.*?-->\n).*?(<!-- /lessons -->)", re.S)
 
 
-def sync_readme() -> bool:
-    readme = ROOT / "README.md"
+def sync_readme(edition: str) -> bool:
+    readme = READMES[edition]
     text = readme.read_text()
-    updated = LESSON_BLOCK.sub(lambda m: f"{m.group(1)}{lesson_table()}\n{m.group(2)}", text)
+    table = lesson_table(edition)
+    updated = LESSON_BLOCK.sub(lambda m: f"{m.group(1)}{table}\n{m.group(2)}", text)
     readme.write_text(updated)
     return updated != text
 
 
 def main() -> int:
-    for path in lesson_paths():
+    for path in all_lesson_paths():
         if sync_notebook(path):
             print(f"updated {path.relative_to(ROOT)}")
-    if sync_readme():
-        print("updated README.md")
+    for edition, readme in READMES.items():
+        if readme.exists() and sync_readme(edition):
+            print(f"updated {readme.name}")
     return 0
 
 

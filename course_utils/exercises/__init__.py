@@ -10,6 +10,9 @@ the inputs (so in-place edits cannot change what the checker compares against) a
 the learner's exceptions apart from the checker's own. ``evaluate`` restores Python's,
 NumPy's and torch's global random state, so checking never reseeds the learner's session.
 Every exercise registers itself: :func:`all_exercises` lists them for the tests.
+
+Messages follow the course language (``setup(language="zh-CN")`` for the Chinese edition):
+checkers write ``text(en=..., zh=...)``, titles and hints ``Bilingual(en, zh)``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from course_utils.language import Bilingual, in_english, text
 
 NOT_ATTEMPTED = "not attempted"
 INCORRECT = "incorrect"
@@ -51,9 +56,10 @@ class Verdict:
     message: str
 
     def __str__(self) -> str:
-        mark = {CORRECT: "✓ Correct", INCORRECT: "✗ Incorrect",
-                NOT_ATTEMPTED: "… Not attempted", CHECKER_FAILED: "⚠ Checker failed"}
-        return f"{mark[self.status]}: {self.message}"
+        mark = {CORRECT: text("✓ Correct", "✓ 正确"), INCORRECT: text("✗ Incorrect", "✗ 不正确"),
+                NOT_ATTEMPTED: text("… Not attempted", "… 尚未作答"),
+                CHECKER_FAILED: text("⚠ Checker failed", "⚠ 检查程序出错")}
+        return f"{mark[self.status]}{text(': ', '：')}{self.message}"
 
 
 def _cloned(value):
@@ -88,17 +94,23 @@ def attempt(answer: Callable, *args, **kwargs):
 def expect_shape(value, shape: Sequence[int], what: str) -> None:
     """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``."""
     if not isinstance(value, torch.Tensor):
-        raise Incorrect(f"{what} should be a torch.Tensor, got {type(value).__name__}")
+        raise Incorrect(text(f"{what} should be a torch.Tensor, got {type(value).__name__}",
+                             f"{what}应当是 torch.Tensor，实际得到 {type(value).__name__}"))
     if tuple(value.shape) != tuple(shape):
-        raise Incorrect(f"{what} should have shape {tuple(shape)}, got {tuple(value.shape)}")
+        raise Incorrect(text(
+            f"{what} should have shape {tuple(shape)}, got {tuple(value.shape)}",
+            f"{what}的形状应当是 {tuple(shape)}，实际是 {tuple(value.shape)}"))
 
 
 def expect_finite(value: torch.Tensor, what: str) -> None:
     """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here)."""
     if value.is_floating_point() and not torch.isfinite(value).all():
         bad = "NaN" if torch.isnan(value).any() else "inf"
-        raise Incorrect(f"{what} contains {bad}; look for a division by zero, a softmax over a "
-                        "row with no allowed key, or -inf that reached a sum")
+        raise Incorrect(text(
+            f"{what} contains {bad}; look for a division by zero, a softmax over a row with "
+            "no allowed key, or -inf that reached a sum",
+            f"{what}中出现了 {bad}：检查有没有除以零、对一整行都被屏蔽的键做 softmax，"
+            "或者 -inf 进入了求和"))
 
 
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
@@ -120,28 +132,35 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
     """
     expect_shape(value, expected.shape, what)
     if expected.is_floating_point() and not value.is_floating_point():
-        raise Incorrect(f"{what} should be a floating-point tensor, got dtype {value.dtype}")
+        raise Incorrect(text(f"{what} should be a floating-point tensor, got dtype {value.dtype}",
+                             f"{what}应当是浮点张量，实际的 dtype 是 {value.dtype}"))
     if value.device != expected.device:
-        raise Incorrect(f"{what} is on {value.device}, expected {expected.device}")
+        raise Incorrect(text(f"{what} is on {value.device}, expected {expected.device}",
+                             f"{what}在 {value.device} 上，应当在 {expected.device} 上"))
     expect_finite(value, what)
     got, want = value.detach().double(), expected.detach().double()
     if not torch.allclose(got, want, atol=atol, rtol=rtol):
         gap = (got - want).abs().max().item()
-        raise Incorrect(f"{what} has the right shape but its values are off by up to {gap:.3g}")
+        raise Incorrect(text(
+            f"{what} has the right shape but its values are off by up to {gap:.3g}",
+            f"{what}的形状对了，但数值最多差了 {gap:.3g}"))
 
 
 def as_number(value, what: str) -> float:
     """The learner's scalar answer as a finite float, or Incorrect saying what came."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise Incorrect(f"{what} should be one number, got a tensor of shape "
-                            f"{tuple(value.shape)}")
+            raise Incorrect(text(
+                f"{what} should be one number, got a tensor of shape {tuple(value.shape)}",
+                f"{what}应当是一个数，实际得到形状为 {tuple(value.shape)} 的张量"))
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise Incorrect(f"{what} should be a number, got {type(value).__name__}")
+        raise Incorrect(text(f"{what} should be a number, got {type(value).__name__}",
+                             f"{what}应当是一个数，实际得到 {type(value).__name__}"))
     value = float(value)
     if not np.isfinite(value):
-        raise Incorrect(f"{what} is {value}, not a finite number")
+        raise Incorrect(text(f"{what} is {value}, not a finite number",
+                             f"{what}是 {value}，不是有限的数"))
     return value
 
 
@@ -164,41 +183,47 @@ _REGISTRY: dict[str, Exercise] = {}
 
 @dataclass(eq=False)  # compared by identity, so exercises can key the tests' tables
 class Exercise:
-    """One exercise: ``checker(answer)`` raises Incorrect, ``reference`` is the solution."""
+    """One exercise: ``checker(answer)`` raises Incorrect, ``reference`` is the solution.
 
-    title: str
+    ``title`` and each hint are a str or a :class:`Bilingual`; the English title names the
+    exercise in the registry.
+    """
+
+    title: str | Bilingual
     checker: Callable[[Callable], None]
     reference: Callable
-    hints: Sequence[str] = field(default_factory=tuple)
+    hints: Sequence[str | Bilingual] = field(default_factory=tuple)
     _hints_given: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self):
-        _REGISTRY[f"{self.checker.__module__}:{self.title}"] = self
+        _REGISTRY[f"{self.checker.__module__}:{in_english(self.title)}"] = self
 
     def evaluate(self, answer) -> Verdict:
         """Return the verdict for ``answer`` without printing."""
         if answer is None:
-            return Verdict(NOT_ATTEMPTED, f"write your solution for '{self.title}' first")
+            return Verdict(NOT_ATTEMPTED, text(f"write your solution for '{self.title}' first",
+                                               f"请先写出「{self.title}」的解答"))
         with _GlobalRandomState():
             try:
                 self.checker(answer)
             except _NotAttempted:
-                return Verdict(
-                    NOT_ATTEMPTED,
+                return Verdict(NOT_ATTEMPTED, text(
                     "your function still returns None or raises NotImplementedError",
-                )
+                    "你的函数仍然返回 None 或抛出 NotImplementedError"))
             except Incorrect as reason:
                 return Verdict(INCORRECT, str(reason))
             except Exception as error:
                 if getattr(error, _RAISED_BY_LEARNER, False):
-                    return Verdict(INCORRECT, f"your code raised {type(error).__name__}: {error}")
+                    return Verdict(INCORRECT, text(
+                        f"your code raised {type(error).__name__}: {error}",
+                        f"你的代码抛出了 {type(error).__name__}：{error}"))
                 # Anything else is a bug of the course, not of the answer.
-                return Verdict(
-                    CHECKER_FAILED,
+                return Verdict(CHECKER_FAILED, text(
                     f"the checker itself failed ({type(error).__name__}: {error}). This is a "
                     "bug in the course, not in your answer: please report it.",
-                )
-        return Verdict(CORRECT, f"'{self.title}' works")
+                    f"检查程序自身出错了（{type(error).__name__}：{error}）。这是课程的 bug，"
+                    "不是你的答案有问题：请报告给我们。"))
+        return Verdict(CORRECT, text(f"'{self.title}' works", f"「{self.title}」通过"))
 
     def check(self, answer) -> None:
         """Print the verdict for the learner's ``answer`` (a function)."""
@@ -207,10 +232,13 @@ class Exercise:
     def hint(self) -> None:
         """Print the next hint; after the last one, point at the solution."""
         if self._hints_given >= len(self.hints):
-            print("No more hints: call .solution() to see a reference answer.")
+            print(text("No more hints: call .solution() to see a reference answer.",
+                       "提示已经用完：调用 .solution() 查看参考答案。"))
             return
         self._hints_given += 1
-        print(f"Hint {self._hints_given}/{len(self.hints)}: {self.hints[self._hints_given - 1]}")
+        label = text("Hint", "提示")
+        print(f"{label} {self._hints_given}/{len(self.hints)}{text(': ', '：')}"
+              f"{self.hints[self._hints_given - 1]}")
 
     def solution(self) -> None:
         """Print the source code of the reference solution."""
