@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from matplotlib.patches import Patch
 
+from course_utils.language import text
+
 # Write the numbers into the cells only while they stay readable.
 _MAX_ANNOTATED_CELLS = 100
 # Cells holding NaN or ±inf: a colour no sequential colour map of the course uses.
@@ -99,7 +101,7 @@ def show_heatmaps(
     fig.colorbar(image, ax=axes, shrink=0.8)
     if not finite.all():
         label = "NaN" if not grid.isinf().any() else ("inf" if not grid.isnan().any()
-                                                      else "NaN or inf")
+                                                      else text("NaN or inf", "NaN 或 inf"))
         fig.legend(handles=[Patch(color=NON_FINITE_COLOUR, label=label)], loc="outside lower "
                    "right", fontsize=9, frameon=False)
     return fig
