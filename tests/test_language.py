@@ -7,6 +7,7 @@ import warnings
 import matplotlib
 import matplotlib.pyplot as plt
 import pytest
+import torch
 
 from course_utils import language
 
@@ -58,3 +59,23 @@ def test_a_missing_font_package_says_what_to_install(monkeypatch):
     monkeypatch.setattr(language.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModuleNotFoundError, match="pip install zhplot"):
         language.cjk_font_path()
+
+
+def test_the_chinese_pronoun_example_has_the_same_weights_with_chinese_words(restored):
+    from course_utils.widgets.explorer import pronoun_example, round_example, weight_matrix
+
+    english, english_round = pronoun_example(), round_example()
+    language.set_language("zh-CN")
+    chinese, chinese_round = pronoun_example(), round_example()
+    assert "".join(chinese.tokens) == "这只小猫追着那个球因为它很好动"
+    assert "".join(chinese_round.tokens).endswith("它很圆")
+    for ours, theirs in [(english, chinese), (english_round, chinese_round)]:
+        for causal in (False, True):
+            assert torch.equal(weight_matrix(ours, causal=causal),
+                               weight_matrix(theirs, causal=causal))
+    it = chinese.tokens.index("它")
+    assert chinese.default_query == it
+    row = weight_matrix(chinese)[it]
+    assert chinese.tokens[int(row.argmax())] == "小猫"
+    causal_row = weight_matrix(chinese, causal=True)[it]
+    assert (causal_row[it + 1:] == 0).all() and (causal_row[:it + 1] > 0).all()

@@ -56,6 +56,7 @@ from matplotlib.patches import Rectangle
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import require_tensor
+from course_utils.language import current_language, text
 from course_utils.masks import causal_mask
 from course_utils.scaling import row_entropy
 from course_utils.widgets.explorer_js import EXPLORER_CSS, EXPLORER_JS
@@ -156,6 +157,23 @@ PRONOUN_SENTENCE = (
 ROUND_SENTENCE = PRONOUN_SENTENCE[:-1] + (
     ("round", {"quality": 1}, {"pronoun": 2, "inanimate": 2}),
 )
+# The Chinese edition's words for the same rows, position by position (这只小猫追着那个球，
+# 因为它很好动 / 它很圆): every word plays the English word's role, so both editions
+# compute the same weights.
+PRONOUN_WORDS_ZH = ("这只", "小猫", "追着", "那个", "球", "因为", "它", "很", "好动")
+ROUND_WORDS_ZH = PRONOUN_WORDS_ZH[:-1] + ("圆",)
+
+
+def in_course_language(table: Sequence[tuple[str, Mapping[str, float], Mapping[str, float]]],
+                       chinese_words: Sequence[str]):
+    """``table`` with its words replaced by ``chinese_words`` in the Chinese edition."""
+    if current_language() != "zh-CN":
+        return tuple(table)
+    if len(chinese_words) != len(table):
+        raise ValueError(f"need one Chinese word per row: {len(table)} rows, "
+                         f"got {len(chinese_words)} words")
+    return tuple((word, is_, wants) for word, (_, is_, wants) in
+                 zip(chinese_words, table, strict=True))
 
 
 def _feature_vector(strengths: Mapping[str, float], features: Sequence[str]) -> list[float]:
@@ -206,16 +224,19 @@ def pronoun_example() -> AttentionExample:
     With d_k = 8 and the 1/sqrt(8) scale, "it" puts about 0.59 of its weight on "kitten".
     """
     return example_from_table(
-        PRONOUN_SENTENCE, default_query="it",
-        source="set by hand: keys mark what each word is, queries what it looks for "
-               "(see pronoun_example's docstring)",
+        in_course_language(PRONOUN_SENTENCE, PRONOUN_WORDS_ZH), default_query=6,
+        source=text("set by hand: keys mark what each word is, queries what it looks for "
+                    "(see pronoun_example's docstring)",
+                    "手工设定：键标出每个词是什么，查询标出它在找什么"
+                    "（见 pronoun_example 的说明）"),
     )
 
 
 def round_example() -> AttentionExample:
     """"the kitten chased the ball because it was round": same vectors, last word changed."""
-    return example_from_table(ROUND_SENTENCE, default_query="it",
-                              source="set by hand, as pronoun_example")
+    return example_from_table(in_course_language(ROUND_SENTENCE, ROUND_WORDS_ZH), default_query=6,
+                              source=text("set by hand, as pronoun_example",
+                                          "手工设定，与 pronoun_example 相同"))
 
 
 def _scale(example: AttentionExample, scaled: bool, temperature: float) -> float:
