@@ -1,6 +1,11 @@
-"""The schematic diagrams draw, carry their labels and shapes, reject bad sizes, and close."""
+"""The schematic diagrams draw, carry their labels and shapes, reject bad sizes, and close;
+in the Chinese edition they draw Chinese words, every glyph found."""
 
 from __future__ import annotations
+
+import io
+import re
+import warnings
 
 import matplotlib
 
@@ -10,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from course_utils.diagrams import multi_head_flow, relay_vs_all_pairs, single_head_flow  # noqa: E402
+from course_utils.language import set_language  # noqa: E402
 
 
 def texts(fig) -> str:
@@ -86,3 +92,49 @@ def test_multi_head_flow_symbolic_and_without_batch():
 def test_bad_sizes_are_named(draw, error, words):
     with pytest.raises(error, match=words):
         draw()
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture
+def chinese():
+    set_language("zh-CN")
+    yield
+    set_language("en")
+
+
+@pytest.mark.parametrize("draw", [
+    lambda: relay_vs_all_pairs(seq_len=6),
+    single_head_flow,
+    lambda: single_head_flow(seq_len=3, d_model=4, d_k=2, d_v=2),
+    lambda: multi_head_flow(num_heads=8, seq_len=10, d_model=64, shown_heads=3),
+    lambda: multi_head_flow(num_heads="num_heads", batch_size=None, shown_heads=2),
+], ids=["relay", "single head", "single head, sizes", "multi head", "multi head, names"])
+def test_in_chinese_every_diagram_draws_chinese_without_a_missing_glyph(draw, chinese, caplog):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = draw()
+        text = texts(fig)  # renders: a missing glyph warns here
+        fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)
+    assert CJK.search(text), f"no Chinese in {text!r}"
+    problems = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
+    assert not [p for p in problems if "missing from font" in p or "glyph" in p.lower()], problems
+
+
+def test_in_chinese_the_words_are_chinese_and_the_shapes_unchanged(chinese):
+    fig = relay_vs_all_pairs(seq_len=5)
+    text = texts(fig)
+    assert "4 次传递" in text and "1 步" in text and "hand-overs" not in text
+    plt.close(fig)
+    fig = single_head_flow(seq_len=3, d_model=4, d_k=2, d_v=5)
+    text = texts(fig)
+    assert "注意力权重" in text and "weights" not in text and "(3, 5)" in text
+    plt.close(fig)
+    fig = multi_head_flow(num_heads=8, seq_len=10, d_model=64, shown_heads=3)
+    text = texts(fig)
+    for label in ("把特征拆分成 8 个头", "头 1", "头 8", "拼接", "多头注意力", "(batch, 10, 64)"):
+        assert label in text, label
+    assert "head" not in text and "concatenate" not in text
+    plt.close(fig)
