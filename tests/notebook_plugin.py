@@ -1,6 +1,7 @@
 """Suite-wide notebook checks, loaded by pyproject's addopts (-p tests.notebook_plugin).
 
-- With --nbval on the whole of notebooks/, a notebook that nbval did not collect is an error.
+- With --nbval on the whole of notebooks/, a notebook (of either edition) that nbval did not
+  collect is an error, unless the run was told to --ignore its folder.
 - The summary lists, per notebook, the cells excluded from output comparison and the time
   its nbval run took against the run time its header states; a lesson that takes much
   longer than it says fails the run. Under ``ATEN_CPU_CAPABILITY`` (the portability run of
@@ -15,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tools.lessons import NOTEBOOK_DIR, excluded_cells, lesson_paths, read, stated_run_time
+from tools.lessons import (
+    NOTEBOOK_DIR,
+    ROOT,
+    all_lesson_paths,
+    excluded_cells,
+    read,
+    stated_run_time,
+)
 
 # Headers are measured on a loaded machine; allow noise but not a lesson twice as slow.
 ALLOWED_OVERRUN = (1.5, 10.0)  # factor, seconds: fail when above both
@@ -34,15 +42,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     collected = {Path(item.path).resolve() for item in session.items
                  if Path(item.path).suffix == ".ipynb"}
-    missing = [p.name for p in lesson_paths() if p.resolve() not in collected]
+    ignored = [Path(config.invocation_params.dir, folder).resolve()
+               for folder in config.getoption("ignore") or []]
+    missing = [_name(p) for p in all_lesson_paths() if p.resolve() not in collected
+               and not any(p.resolve().is_relative_to(folder) for folder in ignored)]
     if missing:
         raise pytest.UsageError(f"notebooks not validated by nbval: {', '.join(missing)}")
 
 
+def _name(path: Path) -> str:
+    """A lesson's name in reports: notebooks/ relative, so the two editions stay apart."""
+    return Path(path).resolve().relative_to(NOTEBOOK_DIR).as_posix()
+
+
 def pytest_runtest_logreport(report) -> None:
-    path = Path(report.fspath)
+    path = Path(ROOT, report.fspath)
     if path.suffix == ".ipynb":
-        _seconds_per_notebook[path.name] += report.duration
+        _seconds_per_notebook[_name(path)] += report.duration
 
 
 def _overran(stated: int | None, measured: float) -> bool:
@@ -52,7 +68,7 @@ def _overran(stated: int | None, measured: float) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    paths = {p.name: p for p in lesson_paths()}
+    paths = {_name(p): p for p in all_lesson_paths()}
     for name, measured in _seconds_per_notebook.items():
         if name in paths and _overran(stated_run_time(paths[name]), measured):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -63,14 +79,15 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if CPU_CAPABILITY is not None:
         title += f" (ATEN_CPU_CAPABILITY={CPU_CAPABILITY}: times not judged)"
     terminalreporter.section(title)
-    for path in lesson_paths():
+    for path in all_lesson_paths():
+        name = _name(path)
+        if name not in _seconds_per_notebook:
+            continue
         notebook = read(path)
         code_cells = sum(1 for cell in notebook.cells if cell.cell_type == "code")
-        line = f"{path.name}: {excluded_cells(notebook)} of {code_cells} code cells excluded"
-        stated = stated_run_time(path)
-        if path.name in _seconds_per_notebook:
-            measured = _seconds_per_notebook[path.name]
-            line += f"; ran in {measured:.1f} s, header says about {stated} s"
-            if _overran(stated, measured):
-                line += "  <-- SLOWER THAN ITS HEADER STATES"
+        line = f"{name}: {excluded_cells(notebook)} of {code_cells} code cells excluded"
+        stated, measured = stated_run_time(path), _seconds_per_notebook[name]
+        line += f"; ran in {measured:.1f} s, header says about {stated} s"
+        if _overran(stated, measured):
+            line += "  <-- SLOWER THAN ITS HEADER STATES"
         terminalreporter.write_line(line)
