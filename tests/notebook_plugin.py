@@ -1,7 +1,11 @@
 """Suite-wide notebook checks, loaded by pyproject's addopts (-p tests.notebook_plugin).
 
 - With --nbval on the whole of notebooks/, a notebook (of either edition) that nbval did not
-  collect is an error, unless the run was told to --ignore its folder.
+  collect is an error, unless the run was told to --ignore its folder or runs the other lane.
+- ``--lane=1`` / ``--lane=2`` split the suite between two pytest processes, one per core
+  (``tools/course.py test`` runs both): lane 2 takes the Chinese edition's nbval items and
+  JupyterLab runs, and the Colab-alone runs; lane 1 everything else. Without ``--lane`` the
+  whole suite runs in one process.
 - The summary lists, per notebook, the cells excluded from output comparison and the time
   its nbval run took against the run time its header states; a lesson that takes much
   longer than it says fails the run. Under ``ATEN_CPU_CAPABILITY`` (the portability run of
@@ -20,6 +24,7 @@ from tools.lessons import (
     NOTEBOOK_DIR,
     ROOT,
     all_lesson_paths,
+    edition_of,
     excluded_cells,
     read,
     stated_run_time,
@@ -33,6 +38,34 @@ _seconds_per_notebook: dict[str, float] = defaultdict(float)
 CPU_CAPABILITY = os.environ.get("ATEN_CPU_CAPABILITY")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--lane", choices=("1", "2"), default=None,
+                     help="run one of the suite's two lanes (see tests/notebook_plugin.py)")
+
+
+def in_second_lane(item: pytest.Item) -> bool:
+    """The Chinese edition's notebook runs (nbval, JupyterLab) and the Colab-alone runs."""
+    path = Path(item.path)
+    if path.suffix == ".ipynb":
+        return edition_of(path) == "zh-CN"
+    if path.name == "test_colab.py":
+        return True
+    return path.name == "test_browser.py" and "zh-CN" in item.nodeid
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lane = config.getoption("lane")
+    if lane is None:
+        return
+    keep = [item for item in items if in_second_lane(item) == (lane == "2")]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
+
+
+def _lesson_in_lane(path: Path, lane: str | None) -> bool:
+    return lane is None or (edition_of(path) == "zh-CN") == (lane == "2")
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     asked = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
@@ -44,7 +77,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                  if Path(item.path).suffix == ".ipynb"}
     ignored = [Path(config.invocation_params.dir, folder).resolve()
                for folder in config.getoption("ignore") or []]
+    lane = config.getoption("lane")
     missing = [_name(p) for p in all_lesson_paths() if p.resolve() not in collected
+               and _lesson_in_lane(p, lane)
                and not any(p.resolve().is_relative_to(folder) for folder in ignored)]
     if missing:
         raise pytest.UsageError(f"notebooks not validated by nbval: {', '.join(missing)}")
