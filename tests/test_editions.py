@@ -72,6 +72,23 @@ def test_a_different_cell_sequence_is_caught():
     assert "cell sequence differs" in editions.compare(ENGLISH, chinese)[0]
 
 
+def test_outputs_nbval_does_not_compare_may_hold_other_numbers_in_the_twin():
+    english = _notebook(("md", "# Lesson 06"), ("code", 'print(f"{t:.1f} ms")', "3.2 ms\n"))
+    chinese = _notebook(("md", "# 第 06 课"), ("code", 'print(f"{t:.1f} 毫秒")', "2.9 毫秒\n"))
+    assert "different numbers" in editions.compare(english, chinese)[0]
+    for notebook in (english, chinese):
+        notebook.cells[1].metadata["tags"] = ["nbval-ignore-output"]
+    assert editions.compare(english, chinese) == []
+
+
+def test_package_text_in_the_course_language_may_differ_when_the_numbers_match():
+    english = _notebook(("md", "# Lesson 05"), ("code", "ex.check(f)", "✓ Correct: 'f' works\n"))
+    chinese = _notebook(("md", "# 第 05 课"), ("code", "ex.check(f)", "✓ 正确：「f」通过\n"))
+    assert editions.compare(english, chinese) == []
+    chinese.cells[1].outputs[0].text = "✓ Correct: 'f' works 2\n"
+    assert "same code, different stored outputs" in editions.compare(english, chinese)[0]
+
+
 def test_tags_must_match():
     chinese = nbformat.from_dict(nbformat.v4.new_notebook())
     chinese.cells = [nbformat.from_dict(dict(cell)) for cell in ENGLISH.cells]
@@ -86,8 +103,22 @@ def test_code_shape_keeps_code_and_drops_comments_and_string_text():
 
 
 def test_every_lesson_of_one_edition_has_its_twin_in_the_other():
-    missing = [p for p in editions.parity_problems() if "no English edition" in p]
+    missing = [p for p in editions.parity_problems()
+               if "no English edition" in p or "no Chinese edition" in p]
     assert missing == [], "\n".join(missing)
+    assert [p.name for p in editions.english_lessons()] == [
+        p.name for p in editions.chinese_lessons()]
+
+
+def test_a_glyph_missing_from_the_font_is_caught_in_stored_outputs():
+    warning = ("/usr/lib/python3/matplotlib/backends/backend_agg.py:211: UserWarning: Glyph "
+               "27880 (\\N{CJK UNIFIED IDEOGRAPH-6CE8}) missing from font(s) DejaVu Sans.\n")
+    notebook = _notebook(("md", "# 第 02 课"), ("code", "plt.title('注意力')", ""))
+    assert editions.missing_glyphs(notebook) == []
+    notebook.cells[1].outputs = [nbformat.v4.new_output("stream", name="stderr", text=warning)]
+    assert editions.missing_glyphs(notebook) == [
+        "cell 2: a figure lacks glyphs (Glyph 27880 (\\N{CJK UNIFIED IDEOGRAPH-6CE8}) missing "
+        "from font)"]
 
 
 def test_the_glossary_reads_and_every_term_has_both_languages():
@@ -113,5 +144,7 @@ PAIRS = sorted(p.name for p in editions.chinese_lessons())
 
 @pytest.mark.parametrize("name", PAIRS)
 def test_each_chinese_lesson_matches_its_english_twin(name):
-    problems = [p for p in editions.parity_problems() if p.startswith(f"{name}:")]
+    """Cells, code, tags, numbers, glossary terms, stated run time, and no missing glyph."""
+    problems = [p for p in editions.parity_problems()
+                if p.startswith((f"{name}:", f"zh-CN/{name}:"))]
     assert problems == [], "\n".join(problems)
