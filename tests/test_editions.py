@@ -137,6 +137,10 @@ def test_a_glossary_term_missing_from_the_chinese_prose_is_named():
     assert editions.glossary_problems(english, good, terms) == []
     assert editions.glossary_problems(english, loose, terms) == [
         "glossary: the English prose says 'causal mask', the Chinese prose never says '因果掩码'"]
+    badge = _notebook(("md", "[![Colab](https://colab.example/self-attention-hands-on/a.svg)]"
+                             "(https://colab.example/github/self-attention-hands-on/course)"))
+    assert editions.glossary_problems(badge, _notebook(("md", "徽章")),
+                                      [(("self-attention",), "自注意力")]) == []
 
 
 PAIRS = sorted(p.name for p in editions.chinese_lessons())

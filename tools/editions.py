@@ -147,8 +147,13 @@ def glossary() -> list[tuple[tuple[str, ...], str]]:
             for english, chinese, _ in _GLOSSARY_ROW.findall(GLOSSARY.read_text())]
 
 
+_LINK_TARGET = re.compile(r"\]\([^)]*\)|https?://\S+")
+
+
 def _prose(notebook: nbformat.NotebookNode) -> str:
-    return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    """The markdown cells' text, without link targets (a URL's words are not prose)."""
+    return _LINK_TARGET.sub("]", "\n".join(
+        cell.source for cell in notebook.cells if cell.cell_type == "markdown"))
 
 
 def glossary_problems(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode,
