@@ -103,7 +103,7 @@ def _check_merge_heads(answer):
             "一个大小为 heads * d_k 的特征轴"
         ))
     expect_shape(result, expected.shape, text("merge_heads(x) for x (2, 3, 5, 4)",
-                                              "x 为 (2, 3, 5, 4) 时 merge_heads(x) 的结果"))
+                                              "x 为 (2, 3, 5, 4) 时 merge_heads(x) 的返回值"))
     if torch.equal(result, heads.reshape(2, 5, 12).to(result.dtype)):
         raise Incorrect(text(
             "you reshaped (batch, heads, seq_len, d_k) directly, which mixes tokens together. "
