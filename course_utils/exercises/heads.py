@@ -298,8 +298,9 @@ def _check_multi_head(answer) -> None:
             raise Incorrect(text(f"{call} returned weights of shape {tuple(weights.shape)}: "
                                  "return the per-head weights (batch, num_heads, n_q, n_k), not "
                                  "their average over the heads",
-                                 f"{call} 返回的权重形状是 {tuple(weights.shape)}：应当返回每个头"
-                                 "各自的权重 (batch, num_heads, n_q, n_k)，而不是它们在各头上的平均"))
+                                 f"{call} 返回的权重形状是 {tuple(weights.shape)}：应当返回"
+                                 "每个头各自的权重 (batch, num_heads, n_q, n_k)，"
+                                 "而不是它们在各头上的平均"))
         output_of = text(f"the output of {call}", f"{call} 的输出")
         weights_of = text(f"the weights of {call}", f"{call} 返回的权重")
         expect_shape(output, expected.shape, output_of)
