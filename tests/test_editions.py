@@ -163,4 +163,4 @@ def test_a_line_break_between_chinese_characters_is_caught_and_joined():
     assert joined == ("注意力让每个词直接看到其他词。\n\n- 第一项\n- 第二项，接着写"
                       "\n```\n代码\n不动\n```")
     assert editions.soft_breaks(_notebook(("md", joined))) == []
-    assert editions.soft_breaks(_notebook(("md", "d_k 越大\n分数越大 and\nmore"))) == []
+    assert editions.soft_breaks(_notebook(("md", "d_k 越大\nscores grow and\n分数变大"))) == []
