@@ -72,6 +72,23 @@ def test_a_different_cell_sequence_is_caught():
     assert "cell sequence differs" in editions.compare(ENGLISH, chinese)[0]
 
 
+def test_outputs_nbval_does_not_compare_may_hold_other_numbers_in_the_twin():
+    english = _notebook(("md", "# Lesson 06"), ("code", 'print(f"{t:.1f} ms")', "3.2 ms\n"))
+    chinese = _notebook(("md", "# 第 06 课"), ("code", 'print(f"{t:.1f} 毫秒")', "2.9 毫秒\n"))
+    assert "different numbers" in editions.compare(english, chinese)[0]
+    for notebook in (english, chinese):
+        notebook.cells[1].metadata["tags"] = ["nbval-ignore-output"]
+    assert editions.compare(english, chinese) == []
+
+
+def test_package_text_in_the_course_language_may_differ_when_the_numbers_match():
+    english = _notebook(("md", "# Lesson 05"), ("code", "ex.check(f)", "✓ Correct: 'f' works\n"))
+    chinese = _notebook(("md", "# 第 05 课"), ("code", "ex.check(f)", "✓ 正确：「f」通过\n"))
+    assert editions.compare(english, chinese) == []
+    chinese.cells[1].outputs[0].text = "✓ Correct: 'f' works 2\n"
+    assert "same code, different stored outputs" in editions.compare(english, chinese)[0]
+
+
 def test_tags_must_match():
     chinese = nbformat.from_dict(nbformat.v4.new_notebook())
     chinese.cells = [nbformat.from_dict(dict(cell)) for cell in ENGLISH.cells]

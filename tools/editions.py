@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.lessons import EDITIONS, ROOT, lesson_paths, read, stated_run_time
+from tools.lessons import EDITIONS, EXCLUDING_TAGS, ROOT, lesson_paths, read, stated_run_time
 
 ENGLISH_DIR, CHINESE_DIR = EDITIONS["en"], EDITIONS["zh-CN"]
 _STRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+ splits f-strings
@@ -122,6 +122,8 @@ def compare(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> l
                 f"cell {number}: code differs beyond strings and comments, near "
                 f"{' '.join(our_tokens[max(0, at - 3):at + 3])!r} (English) vs "
                 f"{' '.join(their_tokens[max(0, at - 3):at + 3])!r} (Chinese)")
+        elif EXCLUDING_TAGS & set(ours.metadata.get("tags", [])):
+            pass  # outputs nbval does not compare (timings, CPU-dependent): numbers may differ
         elif (our_strings == their_strings and _outputs(ours) != _outputs(theirs)
               and not _CHINESE.search("".join(_outputs(theirs)))):
             # Text course_utils makes (an exercise's verdict, the explorer's caption) follows
