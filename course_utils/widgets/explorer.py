@@ -88,7 +88,8 @@ class AttentionExample:
     def __post_init__(self):
         n = len(self.tokens)
         if n == 0:
-            raise ValueError("tokens should hold at least one token, got none")
+            raise ValueError(text("tokens should hold at least one token, got none",
+                                  "tokens 至少要有一个词元，而这里一个也没有"))
         for name in ("queries", "keys", "values"):
             value = getattr(self, name)
             if name == "values" and value is None:
@@ -97,16 +98,21 @@ class AttentionExample:
             if not isinstance(value, torch.Tensor) or value.dim() != 2 or len(value) != n:
                 got = (f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                        else type(value).__name__)
-                raise ValueError(f"{name} should be a tensor {notation.format(n=n)}, got {got}")
+                shape = notation.format(n=n)
+                raise ValueError(text(f"{name} should be a tensor {shape}, got {got}",
+                                      f"{name} 应当是形状为 {shape} 的张量，而这里是 {got}"))
             if not torch.isfinite(value).all():
-                raise ValueError(f"{name} should hold finite numbers, got NaN or inf")
+                raise ValueError(text(f"{name} should hold finite numbers, got NaN or inf",
+                                      f"{name} 应当只含有限的数，而这里有 NaN 或 inf"))
         if self.queries.shape != self.keys.shape:
-            raise ValueError(
-                f"queries {tuple(self.queries.shape)} and keys {tuple(self.keys.shape)} "
-                "should both be (seq_len, d_k)"
-            )
+            queries, keys = tuple(self.queries.shape), tuple(self.keys.shape)
+            raise ValueError(text(f"queries {queries} and keys {keys} should both be "
+                                  "(seq_len, d_k)",
+                                  f"queries {queries} 和 keys {keys} 都应当是 (seq_len, d_k)"))
         if not 0 <= self.default_query < n:
-            raise ValueError(f"default_query should be in 0..{n - 1}, got {self.default_query}")
+            raise ValueError(text(
+                f"default_query should be in 0..{n - 1}, got {self.default_query}",
+                f"default_query 应当在 0..{n - 1} 之间，而这里是 {self.default_query}"))
 
     @property
     def d_k(self) -> int:
@@ -125,9 +131,10 @@ class AttentionExample:
             positions = [i for i, token in enumerate(self.tokens) if token == query]
             if len(positions) != 1:
                 found = "does not occur" if not positions else f"occurs at {positions}"
-                raise ValueError(
-                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead"
-                )
+                where = "不在" if not positions else f"在位置 {positions} 出现于"
+                raise ValueError(text(
+                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead",
+                    f"查询 {query!r} {where} {list(self.tokens)} 中；请改为传入它的下标"))
             return positions[0]
         if not 0 <= query < len(self.tokens):
             raise ValueError(f"query index should be in 0..{len(self.tokens) - 1}, got {query}")
@@ -178,11 +185,14 @@ def in_course_language(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
 
 def _feature_vector(strengths: Mapping[str, float], features: Sequence[str]) -> list[float]:
     if not isinstance(strengths, Mapping):
-        raise TypeError(f"feature strengths should be a dict feature -> number, "
-                        f"got {type(strengths).__name__}")
+        got = type(strengths).__name__
+        raise TypeError(text(f"feature strengths should be a dict feature -> number, got {got}",
+                             f"特征强度应当是一个字典 feature -> number，而这里是 {got}"))
     unknown = set(strengths) - set(features)
     if unknown:
-        raise ValueError(f"unknown features {sorted(unknown)}; expected some of {tuple(features)}")
+        raise ValueError(text(
+            f"unknown features {sorted(unknown)}; expected some of {tuple(features)}",
+            f"未知的特征 {sorted(unknown)}；应当取自 {tuple(features)}"))
     return [float(strengths.get(name, 0.0)) for name in features]
 
 
@@ -195,11 +205,14 @@ def example_from_table(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
     the word's key and query (d_k = len(features)). Values are the keys.
     """
     if not isinstance(table, Sequence) or not table:
-        raise ValueError("table should be a non-empty list of (word, is, looks_for) rows")
+        raise ValueError(text("table should be a non-empty list of (word, is, looks_for) rows",
+                              "table 应当是一个非空的列表，每行是 (word, is, looks_for)"))
     for row in table:
         if not (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)):
-            raise ValueError(f"each row should be (word, {{feature: strength}}, "
-                             f"{{feature: strength}}), got {row!r}")
+            raise ValueError(text(f"each row should be (word, {{feature: strength}}, "
+                                  f"{{feature: strength}}), got {row!r}",
+                                  f"每一行都应当是 (word, {{feature: strength}}, "
+                                  f"{{feature: strength}})，而这里是 {row!r}"))
     tokens = tuple(word for word, _, _ in table)
     keys = torch.tensor([_feature_vector(is_, features) for _, is_, _ in table])
     queries = torch.tensor([_feature_vector(wants, features) for _, _, wants in table])
