@@ -42,7 +42,7 @@ def setup(seed: int = 0, language: str = "en") -> None:
     np.set_printoptions(precision=3, suppress=True, linewidth=100)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(text(f"seed {seed}, device {device}, 1 torch thread (every lesson runs on a CPU)",
-               f"随机种子 {seed}，设备 {device}，torch 单线程（每一课都在 CPU 上运行）"))
+               f"随机种子 {seed}，设备 {device}，1 个 torch 线程（每一课都在 CPU 上运行）"))
 
 
 def claim(holds, statement: str) -> None:

@@ -15,12 +15,16 @@ import numpy as np
 import torch
 from matplotlib.patches import Patch
 
-from course_utils.language import text
+from course_utils.language import Bilingual, text
 
 # Write the numbers into the cells only while they stay readable.
 _MAX_ANNOTATED_CELLS = 100
 # Cells holding NaN or ±inf: a colour no sequential colour map of the course uses.
 NON_FINITE_COLOUR = "#3b7dd8"
+
+
+# The axes' default names, in the course language when the figure is drawn.
+KEY_LABEL, QUERY_LABEL = Bilingual("key", "键"), Bilingual("query", "查询")
 
 
 def _as_grid(matrices) -> torch.Tensor:
@@ -42,8 +46,8 @@ def show_heatmaps(
     xlabels: Sequence[str] | None = None,
     ylabels: Sequence[str] | None = None,
     titles: Sequence[str] | None = None,
-    xlabel: str = "key",
-    ylabel: str = "query",
+    xlabel: str | Bilingual = KEY_LABEL,
+    ylabel: str | Bilingual = QUERY_LABEL,
     cmap: str = "Reds",
     vmin: float | None = 0.0,
     vmax: float | None = None,
@@ -87,9 +91,9 @@ def show_heatmaps(
         if ylabels is not None:
             ax.set_yticks(range(n_q), labels=ylabels)
         if r == rows - 1:
-            ax.set_xlabel(xlabel)
+            ax.set_xlabel(str(xlabel))
         if c == 0:
-            ax.set_ylabel(ylabel)
+            ax.set_ylabel(str(ylabel))
         if annotate:
             threshold = (vmax + vmin) / 2
             for i in range(n_q):

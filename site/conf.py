@@ -5,7 +5,12 @@ there; read that module's docstring for why Sphinx + myst-nb + Furo, and how the
 kept offline (every script, style sheet and font is served by the site itself).
 """
 
-project = "Self-attention, hands-on"
+import os
+
+# tools/site.py builds the site once per edition, naming it in this variable.
+EDITION = os.environ.get("COURSE_EDITION", "en")
+project = {"en": "Self-attention, hands-on", "zh-CN": "动手学自注意力"}[EDITION]
+language = {"en": "en", "zh-CN": "zh_CN"}[EDITION]  # zh_CN: search splits words with jieba
 author = "the course's contributors"
 copyright = "the course's contributors"
 
@@ -27,6 +32,13 @@ html_css_files = ["course.css"]
 html_favicon = "_static/favicon.svg"
 html_show_sourcelink = False
 html_theme_options = {"navigation_with_keys": True}
+# Every page links to the same page of the other edition (English at the site's root,
+# Chinese under zh-CN/), from the sidebar: templates/sidebar/language.html.
+templates_path = ["_templates"]
+html_context = {"course_edition": EDITION}
+html_sidebars = {"**": ["sidebar/scroll-start.html", "sidebar/brand.html", "sidebar/language.html",
+                        "sidebar/search.html", "sidebar/navigation.html",
+                        "sidebar/scroll-end.html"]}
 
 # MathJax 3 from the npm package, copied into _static/mathjax by tools/site.py: the fonts
 # it loads are found next to the script, so no page asks another host for anything.

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from course_utils.language import set_language
 from course_utils.widgets.explorer import (
     TEMPERATURES,
     AttentionExplorer,
@@ -41,7 +42,7 @@ from course_utils.widgets.explorer import (
     synthetic_attentions,
     weight_matrix,
 )
-from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_paths
+from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -50,7 +51,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "tests" / "screenshots"
-EXPLORER_NOTEBOOK = NOTEBOOK_DIR / "09_attention_explorer.ipynb"
+EXPLORER_NOTEBOOKS = {edition: folder / "09_attention_explorer.ipynb"
+                      for edition, folder in EDITIONS.items()}
 SERVER_START_TIMEOUT_S = 90
 RUN_ALL_TIMEOUT_S = 180  # a lesson runs in at most 60 s; the rest is slack for a busy CI box
 WIDGET_RENDER_TIMEOUT_S = 30
@@ -350,18 +352,25 @@ def assert_not_saved(lab: Lab, notebook: Path, committed: bytes) -> None:
     )
 
 
-# The explorer's notebook is run (and checked the same way) by the explorer test below.
-@pytest.mark.parametrize("notebook", [p for p in lesson_paths() if p != EXPLORER_NOTEBOOK],
-                         ids=lambda path: path.name)
+def screenshot_name(notebook: Path) -> str:
+    """A screenshot's name: the lesson's, prefixed with zh-CN_ for the Chinese edition."""
+    edition = edition_of(notebook)
+    return notebook.stem if edition == "en" else f"{edition}_{notebook.stem}"
+
+
+# The explorer's notebooks are run (and checked the same way) by the explorer test below.
+@pytest.mark.parametrize(
+    "notebook", [p for p in all_lesson_paths() if p not in EXPLORER_NOTEBOOKS.values()],
+    ids=lambda path: path.relative_to(ROOT / "notebooks").as_posix())
 def test_notebook_runs_in_jupyterlab(page, lab, notebook):
     committed = notebook.read_bytes()
     try:
         check_runs_cleanly(page, lab, notebook)
     except Exception:
         with contextlib.suppress(Exception):  # a picture of the failure, if one can be taken
-            full_page_screenshot(page, notebook.stem)
+            full_page_screenshot(page, screenshot_name(notebook))
         raise
-    full_page_screenshot(page, notebook.stem)
+    full_page_screenshot(page, screenshot_name(notebook))
     page.close()
     assert_not_saved(lab, notebook, committed)
 
@@ -404,20 +413,29 @@ def assert_shows(page, expected) -> None:
 
 
 
-def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, capsys):
-    assert EXPLORER_NOTEBOOK.exists(), f"the explorer's notebook {EXPLORER_NOTEBOOK} is missing"
-    committed = EXPLORER_NOTEBOOK.read_bytes()
-    check_runs_cleanly(page, lab, EXPLORER_NOTEBOOK)
-    full_page_screenshot(page, EXPLORER_NOTEBOOK.stem)
+# The words the test clicks, in each edition's sentence.
+KITTEN_AND_BALL = {"en": ("kitten", "ball"), "zh-CN": ("小猫", "球")}
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, capsys, edition):
+    notebook = EXPLORER_NOTEBOOKS[edition]
+    assert notebook.exists(), f"the explorer's notebook {notebook} is missing"
+    committed = notebook.read_bytes()
+    check_runs_cleanly(page, lab, notebook)
+    full_page_screenshot(page, screenshot_name(notebook))
+    set_language(edition)  # the edition's sentence, with the same vectors
     example = pronoun_example()
+    set_language("en")
     explorer = page.locator(".attn-explorer").first
     tokens = explorer.locator(".attn-explorer-token")
 
     assert shown(page)["tokens"] == list(example.tokens)
-    assert_shows(page, explorer_state(example))  # opens on "it"
+    assert_shows(page, explorer_state(example))  # opens on "it" (它)
 
     # Clicking a token shows that token's row.
-    kitten = example.index("kitten")
+    kitten_word, ball_word = KITTEN_AND_BALL[edition]
+    kitten = example.index(kitten_word)
     tokens.nth(kitten).click()
     wait_for_display(page, "query", str(kitten))
     assert_shows(page, explorer_state(example, kitten))
@@ -441,7 +459,7 @@ def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, c
     assert_shows(page, explorer_state(example, it, causal=True, scaled=False))
 
     # Hovering a key shows its column: the weight every query gives it.
-    ball = example.index("ball")
+    ball = example.index(ball_word)
     explorer.locator(".attn-explorer-line-key").nth(ball).hover()
     column = shown_column(page)
     assert column["key"] == ball
@@ -454,12 +472,13 @@ def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, c
     latencies = [page.evaluate(CLICK_LATENCY_JS, [index, ".attn-explorer"]) for index in targets]
     median = statistics.median(latencies)
     with capsys.disabled():
-        print(f"\nexplorer click-to-update latency over {len(latencies)} clicks: median "
+        print(f"\nexplorer ({edition}) click-to-update latency over {len(latencies)} clicks: "
+              f"median "
               f"{median:.0f} ms (min {min(latencies):.0f}, max {max(latencies):.0f}; "
               f"target <= {LATENCY_TARGET_MS} ms)")
-    full_page_screenshot(page, f"{EXPLORER_NOTEBOOK.stem}_after_clicks")
+    full_page_screenshot(page, f"{screenshot_name(notebook)}_after_clicks")
     page.close()
-    assert_not_saved(lab, EXPLORER_NOTEBOOK, committed)
+    assert_not_saved(lab, notebook, committed)
     assert median <= LATENCY_TARGET_MS, f"median click-to-update latency {median:.0f} ms"
 
 

@@ -1,6 +1,7 @@
-"""Colab: badges and setup cells come from one place, and every notebook runs alone in an
-environment with Colab's versions (ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34.0,
-matplotlib 3.10.0), installing course_utils through its own setup cell."""
+"""Colab: badges and setup cells come from one place, and every notebook of both editions
+runs alone in an environment with Colab's versions (ipywidgets 7.7.1, ipykernel 6.17.1,
+IPython 7.34.0, matplotlib 3.10.0), installing course_utils (and, for the Chinese edition,
+the font package zhplot) through its own setup cell."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import sys
 import pytest
 
 import course_utils
-from tools.colab import SOURCE_VARIABLE, badge, colab_url, setup_cell_source
+from tools.colab import EXTRA_PACKAGES, SOURCE_VARIABLE, badge, colab_url, setup_cell_source
 from tools.execute import execute
-from tools.lessons import ROOT, lesson_paths, read
+from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, read
+from tools.sync_colab import READMES, lesson_table
 
-LESSONS = lesson_paths()
+LESSONS = all_lesson_paths()
 COLAB_PYTHON = ROOT / ".venv-colab" / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
@@ -26,7 +28,7 @@ def relative(path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LESSONS, ids=relative)
 def test_badge_points_at_its_own_notebook(path):
     intro = read(path).cells[0].source
     links = re.findall(r"\(https://colab\.research\.google\.com/github/[^)]+\)", intro)
@@ -36,21 +38,29 @@ def test_badge_points_at_its_own_notebook(path):
     assert badge(relative(path)) in intro
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LESSONS, ids=relative)
 def test_first_code_cell_is_the_setup_cell(path):
     first_code = next(c for c in read(path).cells if c.cell_type == "code")
-    assert first_code.source == setup_cell_source(), (
+    assert first_code.source == setup_cell_source(edition_of(path)), (
         f"{path.name}: setup cell differs from tools/colab.py; run python3 tools/course.py sync"
     )
 
 
-def test_readme_lesson_table_lists_every_lesson_with_its_badge_and_run_time():
-    from tools.sync_colab import lesson_table
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_readme_lesson_table_lists_every_lesson_with_its_badge_and_run_time(edition):
+    readme = READMES[edition].read_text()
+    assert lesson_table(edition) in readme, (
+        f"{READMES[edition].name}'s lesson table is stale: python3 tools/course.py sync")
+    for path in EDITIONS[edition].glob("*.ipynb"):
+        assert badge(relative(path)) in readme, f"{READMES[edition].name} lacks {relative(path)}"
 
-    readme = (ROOT / "README.md").read_text()
-    assert lesson_table() in readme, "README's lesson table is stale: python3 tools/course.py sync"
-    for path in LESSONS:
-        assert badge(relative(path)) in readme, f"README lacks the Colab badge of {path.name}"
+
+def test_the_setup_cells_of_the_two_editions_differ_only_in_strings_and_comments():
+    from tools.editions import code_shape
+
+    english, chinese = code_shape(setup_cell_source("en")), code_shape(setup_cell_source("zh-CN"))
+    assert english[0] == chinese[0]
+    assert '"zhplot"' in chinese[1] and '"zhplot"' not in english[1]
 
 
 def test_setup_cell_installs_the_version_of_this_checkout():
@@ -60,7 +70,7 @@ def test_setup_cell_installs_the_version_of_this_checkout():
     assert "--no-deps" in setup_cell_source(), "the install must leave torch and ipywidgets alone"
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LESSONS, ids=relative)
 def test_no_notebook_reads_files_by_repository_path(path):
     for cell in read(path).cells:
         if cell.cell_type == "code":
@@ -104,14 +114,18 @@ def test_colab_mirror_has_colabs_versions(colab_kernel):
     assert found == pins
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LESSONS, ids=relative)
 def test_notebook_runs_alone_in_the_colab_mirror(path, colab_kernel, tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", colab_kernel["JUPYTER_PATH"])
-    subprocess.run([COLAB_PYTHON, "-m", "pip", "uninstall", "-q", "-y", "course_utils"],
+    # Colab ships neither course_utils nor the Chinese edition's font package: the setup
+    # cell must install what its edition needs.
+    absent = ["course_utils", *EXTRA_PACKAGES[edition_of(path)].split()]
+    subprocess.run([COLAB_PYTHON, "-m", "pip", "uninstall", "-q", "-y", *absent],
                    check=True, capture_output=True)
-    probe = subprocess.run([COLAB_PYTHON, "-c", "import course_utils"], cwd=tmp_path,
-                           capture_output=True)
-    assert probe.returncode != 0, "course_utils must not be importable before the setup cell"
+    for package in absent:
+        probe = subprocess.run([COLAB_PYTHON, "-c", f"import {package}"], cwd=tmp_path,
+                               capture_output=True)
+        assert probe.returncode != 0, f"{package} must not be importable before the setup cell"
     alone = tmp_path / path.name
     shutil.copy(path, alone)
     env = {key: value for key, value in os.environ.items()

@@ -86,8 +86,22 @@ def test_code_shape_keeps_code_and_drops_comments_and_string_text():
 
 
 def test_every_lesson_of_one_edition_has_its_twin_in_the_other():
-    missing = [p for p in editions.parity_problems() if "no English edition" in p]
+    missing = [p for p in editions.parity_problems()
+               if "no English edition" in p or "no Chinese edition" in p]
     assert missing == [], "\n".join(missing)
+    assert [p.name for p in editions.english_lessons()] == [
+        p.name for p in editions.chinese_lessons()]
+
+
+def test_a_glyph_missing_from_the_font_is_caught_in_stored_outputs():
+    warning = ("/usr/lib/python3/matplotlib/backends/backend_agg.py:211: UserWarning: Glyph "
+               "27880 (\\N{CJK UNIFIED IDEOGRAPH-6CE8}) missing from font(s) DejaVu Sans.\n")
+    notebook = _notebook(("md", "# 第 02 课"), ("code", "plt.title('注意力')", ""))
+    assert editions.missing_glyphs(notebook) == []
+    notebook.cells[1].outputs = [nbformat.v4.new_output("stream", name="stderr", text=warning)]
+    assert editions.missing_glyphs(notebook) == [
+        "cell 2: a figure lacks glyphs (Glyph 27880 (\\N{CJK UNIFIED IDEOGRAPH-6CE8}) missing "
+        "from font)"]
 
 
 def test_the_glossary_reads_and_every_term_has_both_languages():
@@ -113,5 +127,7 @@ PAIRS = sorted(p.name for p in editions.chinese_lessons())
 
 @pytest.mark.parametrize("name", PAIRS)
 def test_each_chinese_lesson_matches_its_english_twin(name):
-    problems = [p for p in editions.parity_problems() if p.startswith(f"{name}:")]
+    """Cells, code, tags, numbers, glossary terms, stated run time, and no missing glyph."""
+    problems = [p for p in editions.parity_problems()
+                if p.startswith((f"{name}:", f"zh-CN/{name}:"))]
     assert problems == [], "\n".join(problems)

@@ -21,15 +21,19 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 
+from course_utils.language import set_language
 from course_utils.widgets.explorer import explorer_state, pronoun_example
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, CLICK_LATENCY_JS, _require_chromium
 from tools import site
-from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths
+from tools.lessons import EDITIONS, NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths
 
 LATENCY_CLICKS = 20
 LATENCY_TARGET_MS = 50
 BUILD_BUDGET_S = 120
-SITE_INPUTS = [ROOT / "site", ROOT / "tools" / "site.py", NOTEBOOK_DIR]
+SITE_INPUTS = [ROOT / "site", ROOT / "tools" / "site.py", NOTEBOOK_DIR, ROOT / "README.md",
+               ROOT / "README.zh-CN.md"]
+# Where each edition's pages are, relative to the site's root.
+PREFIX = {"en": "", "zh-CN": "zh-CN/"}
 
 
 def _newest_input() -> float:
@@ -143,7 +147,8 @@ def page_paths(site_dir: Path) -> list[str]:
 
 def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site_dir):
     pages = page_paths(site_dir)
-    lessons = [f"{site.LESSONS}/{name}.html" for name in site._lesson_names()]
+    lessons = [f"{PREFIX[edition]}{site.LESSONS}/{name}.html" for edition in EDITIONS
+               for name in site._lesson_names(edition)]
     assert set(lessons) <= set(pages), f"lesson pages missing: {set(lessons) - set(pages)}"
     problems, math_count = [], 0
     for path in pages:
@@ -166,8 +171,23 @@ def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site
     assert math_count > 0, "no math found on any page: is MathJax wired up?"
 
 
-def test_landing_page_lists_every_lesson_in_order_with_badge_and_link(browser, server):
-    visit = Visit(browser, f"{server}/index.html")
+def test_every_page_links_to_the_same_page_in_the_other_edition(site_dir):
+    pages = page_paths(site_dir)
+    assert any(p.startswith("zh-CN/") for p in pages) and any(
+        not p.startswith("zh-CN/") for p in pages)
+    for page in pages:
+        html = (site_dir / page).read_text()
+        links = re.findall(r'class="course-language-other" href="([^"]+)"', html)
+        assert len(links) == 1, f"{page}: {len(links)} language switches"
+        twin = (site_dir / page).parent.joinpath(links[0]).resolve()
+        expected = (site_dir / (page.removeprefix("zh-CN/") if page.startswith("zh-CN/")
+                                else f"zh-CN/{page}")).resolve()
+        assert twin == expected and twin.exists(), f"{page}: switch leads to {links[0]}"
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_landing_page_lists_every_lesson_in_order_with_badge_and_link(browser, server, edition):
+    visit = Visit(browser, f"{server}/{PREFIX[edition]}index.html")
     try:
         rows = visit.page.evaluate("""() => [...document.querySelectorAll(
             'table.course-lessons tbody tr')].map(tr => ({
@@ -180,27 +200,28 @@ def test_landing_page_lists_every_lesson_in_order_with_badge_and_link(browser, s
             '.sidebar-tree a.reference.internal')].map(a => a.getAttribute('href'))""")
     finally:
         visit.close()
-    names = site._lesson_names()
+    names = site._lesson_names(edition)
     assert [row["href"] for row in rows] == [f"{site.LESSONS}/{n}.html" for n in names]
     assert [row["number"] for row in rows] == [
-        lesson_heading(nbformat.read(p, as_version=4))[0] for p in lesson_paths()]
-    for row, path in zip(rows, lesson_paths(), strict=True):
+        lesson_heading(nbformat.read(p, as_version=4))[0] for p in lesson_paths(edition)]
+    for row, path in zip(rows, lesson_paths(edition), strict=True):
         assert row["colab"].startswith("https://colab.research.google.com/github/")
         assert row["colab"].endswith(path.relative_to(ROOT).as_posix())
         assert urlparse(row["badge"]).hostname == "127.0.0.1"
     assert [h.removesuffix(".html") for h in sidebar] == [f"{site.LESSONS}/{n}" for n in names]
 
 
+@pytest.mark.parametrize("edition", EDITIONS)
 def test_lesson_pages_have_navigation_and_a_download_of_the_committed_notebook(
-        browser, server, site_dir):
+        browser, server, site_dir, edition):
     import urllib.request
 
-    names = site._lesson_names()
-    for position, (name, path) in enumerate(zip(names, lesson_paths(), strict=True)):
-        html = (site_dir / site.LESSONS / f"{name}.html").read_text()
+    names = site._lesson_names(edition)
+    for position, (name, path) in enumerate(zip(names, lesson_paths(edition), strict=True)):
+        html = (site_dir / PREFIX[edition] / site.LESSONS / f"{name}.html").read_text()
         downloads = re.findall(r'href="([^"]*_downloads/[^"]+\.ipynb)"', html)
         assert downloads, f"{name}: no download link"
-        url = f"{server}/{site.LESSONS}/{downloads[0]}"
+        url = f"{server}/{PREFIX[edition]}{site.LESSONS}/{downloads[0]}"
         with urllib.request.urlopen(url, timeout=10) as response:
             assert response.read() == path.read_bytes(), f"{name}: download differs"
         assert "colab.research.google.com/github/" in html, f"{name}: no Colab link"
@@ -210,8 +231,9 @@ def test_lesson_pages_have_navigation_and_a_download_of_the_committed_notebook(
             assert 'class="prev-page"' in html, f"{name}: no link to the previous lesson"
 
 
-def test_search_finds_a_lesson_offline(browser, server):
-    visit = Visit(browser, f"{server}/search.html?q=softmax")
+@pytest.mark.parametrize(("edition", "word"), [("en", "softmax"), ("zh-CN", "掩码")])
+def test_search_finds_a_lesson_offline(browser, server, edition, word):
+    visit = Visit(browser, f"{server}/{PREFIX[edition]}search.html?q={word}")
     try:
         visit.page.wait_for_selector("#search-results ul.search li", timeout=20_000)
         hits = visit.page.evaluate(
@@ -238,13 +260,18 @@ def shown_row(page, selector: str = ".attn-explorer") -> dict:
     }""", selector)
 
 
-def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys):
-    page_name = next(n for n in site._lesson_names() if n.startswith("09_"))
-    visit = Visit(browser, f"{server}/{site.LESSONS}/{page_name}.html")
+@pytest.mark.parametrize("edition", EDITIONS)
+def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys, edition):
+    page_name = next(n for n in site._lesson_names(edition) if n.startswith("09_"))
+    visit = Visit(browser, f"{server}/{PREFIX[edition]}{site.LESSONS}/{page_name}.html")
     try:
         page = visit.page
         page.wait_for_selector(".attn-explorer .attn-explorer-row", timeout=10_000)
+        set_language(edition)
         example = pronoun_example()
+        set_language("en")
+        tokens = page.locator(".attn-explorer").first.locator(".attn-explorer-token")
+        assert [t.strip() for t in tokens.all_inner_texts()] == list(example.tokens)
         row = shown_row(page)
         assert row["query"] == example.default_query
         assert row["weights"] == pytest.approx(explorer_state(example).weights, abs=6e-4)
@@ -261,7 +288,7 @@ def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys):
                      for step in range(LATENCY_CLICKS)]
         median = statistics.median(latencies)
         with capsys.disabled():
-            print(f"\nexplorer on the static site: click-to-update latency median "
+            print(f"\nexplorer on the static site ({edition}): click-to-update latency median "
                   f"{median:.1f} ms over {len(latencies)} clicks (max {max(latencies):.1f}; "
                   f"target <= {LATENCY_TARGET_MS} ms)")
         assert not visit.errors, visit.errors

@@ -38,8 +38,8 @@ EXTRA_PACKAGES = {"en": "", "zh-CN": "zhplot"}
 SETUP_COMMENTS = {
     "en": ("Setup: on Colab, install the course's helper package (torch and ipywidgets stay "
            "as they are).", "so this running kernel sees the new package"),
-    "zh-CN": ("准备：在 Colab 上安装课程的辅助包和中文字体包 zhplot"
-              "（torch 与 ipywidgets 保持 Colab 自带的版本）。", "让正在运行的内核看到新装的包"),
+    "zh-CN": ("准备：在 Colab 上安装课程的辅助包和中文字体包 zhplot（torch 与 ipywidgets 不变）。",
+              "让正在运行的内核看到新装的包"),
 }
 
 

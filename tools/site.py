@@ -19,12 +19,19 @@ image is replaced by a copy in site/_static/ (links to Colab stay links), and wi
 outputs, which need a kernel, are replaced by a note (the attention explorer is not a
 widget: it runs on the page).
 
-Layout: site/ holds conf.py and static files; build/site-src/ is the generated Sphinx
-source (lessons copied and prepared); build/site/ is the result (git-ignored).
+Two editions: the English site is build/site/, the Chinese one build/site/zh-CN/, each a
+Sphinx build of its own notebooks (``COURSE_EDITION`` tells site/conf.py which); every page
+links to the same page of the other edition (site/_templates/sidebar/language.html).
+
+Layout: site/ holds conf.py, templates and static files; build/site-src/<edition>/ is the
+generated Sphinx source (lessons copied and prepared); build/site/ is the result
+(git-ignored).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +42,7 @@ from pathlib import Path
 import nbformat
 
 from tools.colab import colab_url
-from tools.lessons import NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths, stated_run_time
+from tools.lessons import EDITIONS, ROOT, lesson_heading, lesson_paths, stated_run_time
 from tools.sync_colab import SETUP_MARKER
 
 SITE_CONFIG = ROOT / "site"
@@ -50,79 +57,116 @@ MATHJAX_PARTS = ("tex-chtml.js", "output/chtml", "input/tex/extensions", "ui", "
                  "adaptors")
 COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-WIDGET_NOTE = (
-    '<p class="course-widget-note">An interactive widget is shown here when the notebook '
-    "runs in JupyterLab or Colab (it needs a Python kernel): use the Colab badge at the "
-    "top of the page, or download the notebook.</p>"
-)
 LESSONS = "lessons"
 DOWNLOADS = "notebooks"
+# Where each edition's pages go, and the words of the pages this script writes.
+EDITION_OUTPUT = {"en": OUTPUT, "zh-CN": OUTPUT / "zh-CN"}
+WORDS = {
+    "en": {
+        "readme": "README.md",
+        "widget_note": "An interactive widget is shown here when the notebook runs in "
+                       "JupyterLab or Colab (it needs a Python kernel): use the Colab badge "
+                       "at the top of the page, or download the notebook.",
+        "download": "{{download}}`Download this notebook (.ipynb) </{path}>` to run it on "
+                    "your machine.",
+        "how_to_run": "Each lesson below is shown with the outputs of its last checked run. "
+                      "To run it, open it in Colab with its badge, or download the notebook "
+                      "and run it on your machine (`python3 tools/course.py lab` in a clone "
+                      "of the repository).",
+        "columns": ("lesson", "CPU run time", "run it"),
+        "run_time": "about {} s",
+        "caption": "Lessons",
+    },
+    "zh-CN": {
+        "readme": "README.zh-CN.md",
+        "widget_note": "在 JupyterLab 或 Colab 中运行这个笔记本时，这里会显示一个交互控件"
+                       "（它需要 Python 内核）：请点击页面顶部的 Colab 徽章，或下载笔记本。",
+        "download": "{{download}}`下载这个笔记本（.ipynb） </{path}>`，在自己的电脑上运行。",
+        "how_to_run": "下面每一课都显示最近一次经过检查的运行输出。要运行它，请用徽章在 Colab "
+                      "中打开，或下载笔记本在自己的电脑上运行（在仓库的克隆目录中执行 "
+                      "`python3 tools/course.py lab`）。",
+        "columns": ("课程", "CPU 运行时间", "运行"),
+        "run_time": "约 {} 秒",
+        "caption": "课程",
+    },
+}
 
 
-def prepare_notebook(path: Path, target: Path, badge_image: str) -> nbformat.NotebookNode:
-    """Copy one lesson for the site: local badge image, a download link, no widget views."""
+def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.NotebookNode:
+    """Copy one lesson into the Sphinx ``source``: local badge image, a download link, no
+    widget views."""
     notebook = nbformat.read(path, as_version=4)
+    words = WORDS[edition]
+    relative = path.relative_to(EDITIONS[edition]).as_posix()
+    target = source / LESSONS / relative
+    badge_image = "../" * (len(Path(LESSONS, relative).parts) - 1) + "_static/colab-badge.svg"
     download = nbformat.v4.new_markdown_cell(
-        f'<span class="course-download">{{download}}`Download this notebook (.ipynb) '
-        f"</{DOWNLOADS}/{path.relative_to(NOTEBOOK_DIR).as_posix()}>` to run it on your "
-        "machine.</span>"
-    )
+        '<span class="course-download">'
+        + words["download"].format(path=f"{DOWNLOADS}/{relative}") + "</span>")
+    widget_note = f'<p class="course-widget-note">{words["widget_note"]}</p>'
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = cell.source.replace(COLAB_BADGE_IMAGE, badge_image)
-        if cell.cell_type == "code" and cell.source.startswith(SETUP_MARKER):
+        if cell.cell_type == "code" and SETUP_MARKER.match(cell.source):
             # Colab's install step means nothing to a reader of the page: fold it away.
             cell.metadata.setdefault("tags", []).append("hide-input")
         for output in cell.get("outputs", []):
             if WIDGET_MIME in output.get("data", {}):
-                output["data"] = {"text/html": WIDGET_NOTE, "text/plain": "(widget)"}
+                output["data"] = {"text/html": widget_note, "text/plain": "(widget)"}
     notebook.cells.insert(1, download)
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
     # The reader downloads the committed notebook, not this prepared copy; it sits in a
     # folder Sphinx does not read as a page (conf.py excludes it).
-    original = SOURCE / DOWNLOADS / path.relative_to(NOTEBOOK_DIR)
+    original = source / DOWNLOADS / relative
     original.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(path, original)
     return notebook
 
 
-def index_page(rows: list[str]) -> str:
-    readme = (ROOT / "README.md").read_text()
-    intro = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
+def index_page(rows: list[str], edition: str = "en") -> str:
+    """The landing page: the README's title and introduction, then the lesson table."""
+    words = WORDS[edition]
+    readme = (ROOT / words["readme"]).read_text()
+    title, intro = readme.split("\n## ", 1)[0].split("\n", 1)
+    # The README's own language links point at files, not pages: the sidebar has the switch.
+    intro = "\n".join(line for line in intro.strip().splitlines()
+                      if "README" not in line).strip()
+    # Links to files of the repository (GLOSSARY.md …) are not pages: keep their text.
+    intro = re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]+\)", r"\1", intro)
     table = "\n".join(rows)
-    toctree = "\n".join(f"{LESSONS}/{name}" for name in _lesson_names())
-    return f"""# Self-attention, hands-on
+    toctree = "\n".join(f"{LESSONS}/{name}" for name in _lesson_names(edition))
+    lesson, run_time, run_it = words["columns"]
+    return f"""{title}
 
 {intro}
 
-Each lesson below is shown with the outputs of its last checked run. To run it, open it in
-Colab with its badge, or download the notebook and run it on your machine
-(`python3 tools/course.py lab` in a clone of the repository).
+{words["how_to_run"]}
 
 ```{{list-table}}
 :header-rows: 1
 :class: course-lessons
 
 * - \\#
-  - lesson
-  - CPU run time
-  - run it
+  - {lesson}
+  - {run_time}
+  - {run_it}
 {table}
 ```
 
 ```{{toctree}}
 :hidden:
 :maxdepth: 1
-:caption: Lessons
+:caption: {words["caption"]}
 
 {toctree}
 ```
 """
 
 
-def _lesson_names() -> list[str]:
-    return [p.relative_to(NOTEBOOK_DIR).with_suffix("").as_posix() for p in lesson_paths()]
+def _lesson_names(edition: str = "en") -> list[str]:
+    return [p.relative_to(EDITIONS[edition]).with_suffix("").as_posix()
+            for p in lesson_paths(edition)]
 
 
 def vendor_mathjax(static: Path) -> None:
@@ -158,38 +202,39 @@ def vendor_mathjax(static: Path) -> None:
             shutil.copy2(source, target)
 
 
-def prepare_source() -> None:
-    shutil.rmtree(SOURCE, ignore_errors=True)
-    shutil.copytree(SITE_CONFIG, SOURCE)
+def prepare_source(edition: str = "en") -> Path:
+    """build/site-src/<edition>/: the Sphinx source of one edition; returns that folder."""
+    source = SOURCE / edition
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(SITE_CONFIG, source)
     rows = []
-    for path, name in zip(lesson_paths(), _lesson_names(), strict=True):
-        target = SOURCE / LESSONS / f"{name}.ipynb"
-        depth = len(Path(LESSONS, name).parts) - 1
-        badge_image = "../" * depth + "_static/colab-badge.svg"
-        notebook = prepare_notebook(path, target, badge_image)
+    for path, name in zip(lesson_paths(edition), _lesson_names(edition), strict=True):
+        notebook = prepare_notebook(path, source, edition)
         number, title = lesson_heading(notebook)
         relative = path.relative_to(ROOT).as_posix()
         run_time = stated_run_time(path)
         rows += [
             f"* - {number}",
             f"  - [{title}]({LESSONS}/{name}.ipynb)",
-            f"  - about {run_time} s" if run_time else "  - ",
+            f"  - {WORDS[edition]['run_time'].format(run_time)}" if run_time else "  - ",
             f"  - [![Open In Colab](_static/colab-badge.svg)]({colab_url(relative)})",
         ]
-    (SOURCE / "index.md").write_text(index_page(rows))
-    vendor_mathjax(SOURCE / "_static")
+    (source / "index.md").write_text(index_page(rows, edition))
+    vendor_mathjax(source / "_static")
+    return source
 
 
 def build(jobs: str = "2") -> Path:
-    """Build the site into build/site/ and return that folder."""
+    """Build both editions into build/site/ (Chinese in zh-CN/) and return that folder."""
     start = time.monotonic()
-    prepare_source()
+    shutil.rmtree(SOURCE, ignore_errors=True)
     shutil.rmtree(OUTPUT, ignore_errors=True)
-    subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", jobs, "-d",
-         str(CACHE / "doctrees"), str(SOURCE), str(OUTPUT)],
-        check=True,
-    )
+    for edition, output in EDITION_OUTPUT.items():
+        subprocess.run(
+            [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", jobs, "-d",
+             str(CACHE / "doctrees" / edition), str(prepare_source(edition)), str(output)],
+            check=True, env={**os.environ, "COURSE_EDITION": edition},
+        )
     (OUTPUT / ".nojekyll").touch()
     print(f"site built in {time.monotonic() - start:.0f} s: {OUTPUT.relative_to(ROOT)}/index.html",
           flush=True)
