@@ -406,7 +406,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
             f'{weight:.3f}</span><span style="color: #888;">{note}</span></div>'
         )
     summary = text("largest weight {0} on {1} · entropy {2} nats (uniform: {3})",
-                   "最大权重 {0}，落在 {1} 上 · 熵 {2} nats（均匀分布时为 {3}）")
+                   "最大权重 {0}，落在 {1} 上 · 熵 {2} 奈特（均匀分布时为 {3}）")
     lines.append("<div>" + summary.format(
         f'<b class="attn-explorer-max">{state.max_weight:.3f}</b>',
         f'<b>{e(state.tokens[state.argmax])}</b>',
@@ -491,7 +491,7 @@ UI_TEXT = {
     "row_title": ("query {0} · {1}", "查询 {0} · {1}"),
     "masked": (" (masked)", "（已被掩码遮住）"),
     "summary": ("largest weight {0} on {1} · row entropy {2} nats (uniform: {3})",
-                "最大权重 {0}，落在 {1} 上 · 这一行的熵 {2} nats（均匀分布时为 {3}）"),
+                "最大权重 {0}，落在 {1} 上 · 这一行的熵 {2} 奈特（均匀分布时为 {3}）"),
     "hover_note": ("Hover a key to see its column: how much each query takes from it.",
                    "把鼠标悬停在某个键上，查看它的那一列：每个查询从它那里取了多少。"),
     "column": ("column of key {0}: the weight each query gives it",
