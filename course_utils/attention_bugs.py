@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import diagnostics as probes
+from course_utils.language import Bilingual
 
 
 def correct_attention(q, k, v, mask=None):
@@ -182,13 +183,20 @@ def additive_mask_nan_to_num(q, k, v, mask=None):
 class Bug:
     """One gallery entry: what goes wrong, the implementation, and the probe that catches it.
 
+    ``name`` says what goes wrong in both languages; ``title`` reads it in the current one.
+
     ``implementation`` is a function, or for a module bug its class (build it with
     :meth:`build`).
     """
 
-    title: str
+    name: Bilingual
     implementation: Callable
     caught_by: str
+
+    @property
+    def title(self) -> str:
+        """What goes wrong, in the course language (the English one names the bug in tests)."""
+        return str(self.name)
 
     def build(self, d_model: int = 16):
         """The thing to diagnose: the function itself, or a module instance."""
@@ -198,13 +206,22 @@ class Bug:
 
 
 BUGS = (
-    Bug("softmax over the wrong dim", softmax_over_wrong_dim, probes.ROWS_SUM_TO_1),
-    Bug("mask applied after the softmax", mask_after_softmax, probes.ROWS_SUM_TO_1),
-    Bug("missing 1/sqrt(d_k) scale", missing_scale, probes.SCORE_SCALE),
-    Bug("one shared W for Q, K and V", SharedWeightSelfAttention, probes.SHARED_QKV),
-    Bug("mask broadcast over the wrong axis", mask_on_wrong_axis, probes.MASKED_WEIGHTS),
-    Bug("K transposed on the wrong dims", k_transposed_on_wrong_dims, probes.SHAPES),
-    Bug("inverted padding mask", inverted_padding_mask, probes.MASKED_WEIGHTS),
-    Bug("-1e9 fill in float16", float16_fill_overflow, probes.FLOAT16_MASKING),
-    Bug("hand-written softmax", hand_written_softmax, probes.NAN_INF),
+    Bug(Bilingual("softmax over the wrong dim", "softmax 用错了维度"),
+        softmax_over_wrong_dim, probes.ROWS_SUM_TO_1),
+    Bug(Bilingual("mask applied after the softmax", "掩码加在了 softmax 之后"),
+        mask_after_softmax, probes.ROWS_SUM_TO_1),
+    Bug(Bilingual("missing 1/sqrt(d_k) scale", "缺少缩放因子 1/sqrt(d_k)"),
+        missing_scale, probes.SCORE_SCALE),
+    Bug(Bilingual("one shared W for Q, K and V", "Q、K、V 共用一个 W"),
+        SharedWeightSelfAttention, probes.SHARED_QKV),
+    Bug(Bilingual("mask broadcast over the wrong axis", "掩码沿错误的轴广播"),
+        mask_on_wrong_axis, probes.MASKED_WEIGHTS),
+    Bug(Bilingual("K transposed on the wrong dims", "K 转置错了维度"),
+        k_transposed_on_wrong_dims, probes.SHAPES),
+    Bug(Bilingual("inverted padding mask", "填充掩码取反了"),
+        inverted_padding_mask, probes.MASKED_WEIGHTS),
+    Bug(Bilingual("-1e9 fill in float16", "float16 下用 -1e9 填充"),
+        float16_fill_overflow, probes.FLOAT16_MASKING),
+    Bug(Bilingual("hand-written softmax", "手写的 softmax"),
+        hand_written_softmax, probes.NAN_INF),
 )

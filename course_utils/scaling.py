@@ -12,7 +12,7 @@ it depends on d_k: ``"none"`` (× 1), ``"sqrt"`` (× 1/sqrt(d_k)) or ``"linear"`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -20,10 +20,36 @@ from torch import nn
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import require_positive_int, require_tensor
+from course_utils.language import Bilingual, text
 from course_utils.training import fit
 
 SCALE_RULES = ("none", "sqrt", "linear")
-SCALE_LABELS = {"none": "no scaling (× 1)", "sqrt": "× 1/√d_k", "linear": "× 1/d_k"}
+
+
+class _Labels(Mapping):
+    """Labels by rule, each read in the course language when looked up (a plain str)."""
+
+    def __init__(self, labels: Mapping[str, Bilingual]):
+        self._labels = dict(labels)
+
+    def __getitem__(self, rule: str) -> str:
+        return str(self._labels[rule])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._labels)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+SCALE_LABELS = _Labels({
+    "none": Bilingual("no scaling (× 1)", "不缩放（× 1）"),
+    "sqrt": Bilingual("× 1/√d_k", "× 1/√d_k"),
+    "linear": Bilingual("× 1/d_k", "× 1/d_k"),
+})
 
 
 def scale_factor(d_k: int, rule: str) -> float:
@@ -296,14 +322,16 @@ def plot_variance(table: list[dict]):
     """Log-log plot of a ``variance_table``: measured points against the theory lines."""
     d_ks = [row["d_k"] for row in table]
     fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
-    ax.loglog(d_ks, d_ks, color="#c0392b", linewidth=1, label="theory: d_k")
-    ax.loglog(d_ks, [1] * len(d_ks), color="#1f77b4", linewidth=1, label="theory: 1")
+    ax.loglog(d_ks, d_ks, color="#c0392b", linewidth=1,
+              label=text("theory: d_k", "理论值：d_k"))
+    ax.loglog(d_ks, [1] * len(d_ks), color="#1f77b4", linewidth=1,
+              label=text("theory: 1", "理论值：1"))
     ax.loglog(d_ks, [row["unscaled"] for row in table], "o", color="#c0392b",
-              label="measured Var(q·k)")
+              label=text("measured Var(q·k)", "实测 Var(q·k)"))
     ax.loglog(d_ks, [row["scaled"] for row in table], "s", color="#1f77b4",
-              label="measured Var(q·k / √d_k)")
+              label=text("measured Var(q·k / √d_k)", "实测 Var(q·k / √d_k)"))
     ax.set_xlabel("d_k")
-    ax.set_ylabel("variance of the scores")
+    ax.set_ylabel(text("variance of the scores", "分数的方差"))
     ax.legend(fontsize=8)
     return fig
 
@@ -340,8 +368,9 @@ def plot_loss_curves(curves: dict, d_ks: Sequence[int], seed: int = 0, window: i
             smooth = torch.nn.functional.conv1d(losses, kernel)[0, 0]
             ax.plot(range(window, window + len(smooth)), smooth, color=_RULE_STYLE[rule][0],
                     label=SCALE_LABELS[rule])
-        ax.set_title(f"d_k = {d_k} (seed {seed})", fontsize=10)
-        ax.set_xlabel("training step")
+        ax.set_title(text(f"d_k = {d_k} (seed {seed})", f"d_k = {d_k}（随机种子 {seed}）"),
+                     fontsize=10)
+        ax.set_xlabel(text("training step", "训练步数"))
         ax.legend(fontsize=8)
-    axes[0, 0].set_ylabel(f"loss ({window}-step average)")
+    axes[0, 0].set_ylabel(text(f"loss ({window}-step average)", f"损失（{window} 步滑动平均）"))
     return fig

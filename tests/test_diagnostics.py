@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from course_utils.attention_bugs import (
     correct_attention,
     torch_attention,
 )
+from course_utils.language import set_language
 from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
 
 CORRECT_FUNCTIONS = [correct_attention, torch_attention, scaled_dot_product_attention]
@@ -342,3 +344,113 @@ def test_the_backward_only_bug_passes_the_forward_probes_and_poisons_the_gradien
 def test_score_asymmetry_rejects_what_is_not_a_weight_matrix(weights, error, words):
     with pytest.raises(error, match=words):
         d.score_asymmetry(weights)
+
+
+# -- the Chinese edition -------------------------------------------------------------------
+CJK = re.compile(r"[\u4e00-\u9fff]")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")  # as tools/editions.py counts them
+
+
+def _one_tensor(q, k, v, mask=None):
+    return scaled_dot_product_attention(q, k, v, mask=mask)[0]
+
+
+def _three_items(q, k, v, mask=None):
+    return (*scaled_dot_product_attention(q, k, v, mask=mask), q)
+
+
+def _not_tensors(q, k, v, mask=None):
+    return 1.0, 2.0
+
+
+def _raises(q, k, v, mask=None):
+    raise RuntimeError("boom")
+
+
+def _no_mask(q, k, v, mask=None):
+    return scaled_dot_product_attention(q, k, v)
+
+
+def _upcast(q, k, v, mask=None):
+    return tuple(t.float() for t in scaled_dot_product_attention(q, k, v, mask=mask))
+
+
+def _cpu_mask(q, k, v, mask=None):
+    n = q.shape[-2]
+    return scaled_dot_product_attention(q, k, v, mask=torch.ones(n, n, dtype=torch.bool).tril())
+
+
+def _half_weights(q, k, v, mask=None):
+    output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    return output, weights / 2
+
+
+# Between them these reach every message diagnose() writes about an implementation.
+LEARNER_SUBJECTS = {
+    "correct": correct_attention, "SelfAttention": SelfAttention(16, 16, 16),
+    **{bug.title: bug.build() for bug in BUGS},
+    "heads-only transpose": _attention(_d_k, transpose=(2, 3)),
+    "softmax over dim 2": _attention(_d_k, softmax_dim=2),
+    "scaled by n_q": _attention(lambda q: q.shape[-2]),
+    "scaled by d_k": _attention(lambda q: q.shape[-1] ** 2),
+    "odd scale": _attention(lambda q: 7.0),
+    "output scaled again": _attention(_d_k, output_factor=1 / math.sqrt(8)),
+    "output scaled": _attention(_d_k, output_factor=2.0),
+    "one tensor": _one_tensor, "three items": _three_items, "not tensors": _not_tensors,
+    "raises": _raises, "ignores the mask": _no_mask, "upcasts": _upcast,
+    "mask made on the CPU": _cpu_mask, "rows sum to 0.5": _half_weights,
+}
+
+
+@pytest.fixture
+def chinese():
+    set_language("zh-CN")
+    yield
+    set_language("en")
+
+
+def _both_languages(subject):
+    english = d.diagnose(subject)
+    set_language("zh-CN")
+    try:
+        chinese = d.diagnose(subject)
+    finally:
+        set_language("en")
+    return english, chinese
+
+
+@pytest.mark.parametrize("name", LEARNER_SUBJECTS)
+def test_in_chinese_every_finding_reads_chinese_with_the_same_numbers(name):
+    english, chinese = _both_languages(LEARNER_SUBJECTS[name])
+    assert [(f.probe, f.status) for f in chinese.findings] == [
+        (f.probe, f.status) for f in english.findings]
+    for en, zh in zip(english.findings, chinese.findings, strict=True):
+        assert CJK.search(zh.message), f"{name}, {zh.probe}: no Chinese in {zh.message!r}"
+        # The two editions' stored outputs must hold the same numbers (tools/editions.py).
+        assert sorted(NUMBER.findall(zh.message)) == sorted(NUMBER.findall(en.message)), (
+            f"{name}, {zh.probe}:\n{en.message}\n{zh.message}")
+    set_language("zh-CN")
+    try:
+        verdict, shown = chinese.verdict(), str(chinese)
+    finally:
+        set_language("en")
+    assert CJK.search(verdict)
+    # Line breaks in Chinese never cut a number in two.
+    assert sorted(NUMBER.findall(shown)) == sorted(NUMBER.findall(str(english)))
+
+
+def test_chinese_report_lines_stay_within_100_columns(chinese):
+    report = d.diagnose(next(b for b in BUGS if b.caught_by == d.SHAPES).build())
+    for line in str(report).splitlines()[1:]:
+        assert d._width(line) <= 102, line  # a closing punctuation mark may overhang
+
+
+def test_the_english_report_is_unchanged_by_the_chinese_edition():
+    report = d.diagnose(correct_attention)
+    assert str(report).startswith("diagnose(correct_attention): all 10 probes that ran passed")
+    assert "every query's weights sum to 1" in report[d.ROWS_SUM_TO_1].message
+
+
+def test_gallery_titles_follow_the_language(chinese):
+    assert all(CJK.search(bug.title) for bug in BUGS)
+    assert len({bug.title for bug in BUGS}) == len(BUGS)

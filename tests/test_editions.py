@@ -137,6 +137,10 @@ def test_a_glossary_term_missing_from_the_chinese_prose_is_named():
     assert editions.glossary_problems(english, good, terms) == []
     assert editions.glossary_problems(english, loose, terms) == [
         "glossary: the English prose says 'causal mask', the Chinese prose never says '因果掩码'"]
+    badge = _notebook(("md", "[![Colab](https://colab.example/self-attention-hands-on/a.svg)]"
+                             "(https://colab.example/github/self-attention-hands-on/course)"))
+    assert editions.glossary_problems(badge, _notebook(("md", "徽章")),
+                                      [(("self-attention",), "自注意力")]) == []
 
 
 PAIRS = sorted(p.name for p in editions.chinese_lessons())
@@ -148,3 +152,15 @@ def test_each_chinese_lesson_matches_its_english_twin(name):
     problems = [p for p in editions.parity_problems()
                 if p.startswith((f"{name}:", f"zh-CN/{name}:"))]
     assert problems == [], "\n".join(problems)
+
+
+def test_a_line_break_between_chinese_characters_is_caught_and_joined():
+    source = ("注意力让每个词\n直接看到其他词。\n\n- 第一项\n- 第二项，\n  接着写"
+              "\n```\n代码\n不动\n```")
+    notebook = _notebook(("md", source))
+    assert len(editions.soft_breaks(notebook)) == 1
+    joined = editions.join_soft_breaks(source)
+    assert joined == ("注意力让每个词直接看到其他词。\n\n- 第一项\n- 第二项，接着写"
+                      "\n```\n代码\n不动\n```")
+    assert editions.soft_breaks(_notebook(("md", joined))) == []
+    assert editions.soft_breaks(_notebook(("md", "d_k 越大\nscores grow and\n分数变大"))) == []

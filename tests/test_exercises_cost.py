@@ -10,6 +10,7 @@ import torch
 
 from course_utils.cost import attention_flops, online_softmax_update
 from course_utils.exercises.cost import layer_flops, merge_partials
+from course_utils.language import set_language
 from tests.exercise_checks import Mutations
 from tests.test_exercises_masks import exercise_cells, run_alone
 
@@ -17,6 +18,15 @@ from tests.test_exercises_masks import exercise_cells, run_alone
 @pytest.mark.parametrize("source", exercise_cells("06_cost_of_attention.ipynb"))
 def test_every_exercise_cell_of_lesson_06_works_on_its_own(source):
     assert run_alone(source).startswith("… Not attempted")
+
+
+@pytest.mark.parametrize("source", exercise_cells("zh-CN/06_cost_of_attention.ipynb"))
+def test_every_exercise_cell_of_the_chinese_lesson_06_works_on_its_own_in_chinese(source):
+    set_language("zh-CN")
+    try:
+        assert run_alone(source).startswith("… 尚未作答")
+    finally:
+        set_language("en")
 
 
 def test_layer_flops_reference_equals_the_package_count():

@@ -246,3 +246,20 @@ MUTATIONS = {
     most_attended: Mutations(wrong=MOST_WRONG, right=MOST_RIGHT),
     own_sentence: Mutations(wrong=OWN_WRONG, right=OWN_RIGHT),
 }
+
+
+def test_in_the_chinese_edition_the_sentences_are_chinese_and_the_references_pass():
+    from course_utils.language import set_language
+
+    set_language("zh-CN")
+    try:
+        example = with_query_of_it(it_attends_to_ball.reference())
+        assert example.tokens[6] == "它" and example.tokens[-1] == "圆"
+        row = weight_matrix(example)[6]
+        assert example.tokens[row.argmax()] == "球" and row.max() >= 0.5
+        table, predictions = own_sentence.reference()
+        assert [word for word, _, _ in table][1] == "狗" and predictions[0] == "狗"
+        for exercise in (it_attends_to_ball, most_attended, own_sentence):
+            assert_correct(exercise, exercise.reference)
+    finally:
+        set_language("en")

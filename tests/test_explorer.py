@@ -14,9 +14,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_utils.language import set_language
 from course_utils.widgets.explorer import (
     PRONOUN_SENTENCE,
     TEMPERATURES,
+    UI_TEXT,
     AttentionExample,
     AttentionExplorer,
     ModelExplorer,
@@ -32,6 +34,7 @@ from course_utils.widgets.explorer import (
     synthetic_attentions,
     weight_matrix,
 )
+from course_utils.widgets.explorer_js import EXPLORER_JS
 
 SETTINGS = [(causal, scaled) for causal in (False, True) for scaled in (True, False)]
 
@@ -421,3 +424,119 @@ def test_figure_draws_the_default_row_as_bars():
         assert '"it"' in bars_axis.get_title()
     finally:
         plt.close(fig)
+
+
+# --- the course language -------------------------------------------------------------------
+
+@pytest.fixture
+def chinese():
+    set_language("zh-CN")
+    yield
+    set_language("en")
+
+
+# Every English word the page, the fallback, the text form or the figures show of their own
+# (not the tokens): none may be left in the Chinese edition.
+ENGLISH_LABELS = ["query", "key", "causal mask", "scale by", "temperature", "layer", "head",
+                  "Click a word", "step", "The computation", "Edit what", "hand-set",
+                  "Model view", "scores", "masked", "largest weight", "entropy", "uniform",
+                  "Hover a key", "column of", "softmax weight", "output of", "interactive",
+                  "edited", "opening state", "attention weight", "no scaling", "all rows",
+                  "attention maps", " on", "off"]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _english_left(shown: str) -> list[str]:
+    return [label for label in ENGLISH_LABELS if re.search(rf"\b{label.strip()}\b", shown)]
+
+
+def test_the_pages_words_come_from_python_in_both_languages(chinese):
+    for explorer in (AttentionExplorer(sentences=[round_example()]),
+                     ModelExplorer(list("abcd"), synthetic_attentions(2, 2, 4))):
+        ui = payload_of(explorer._repr_html_())["ui"]
+        assert set(ui) == set(UI_TEXT)
+        for key, (en, zh) in UI_TEXT.items():
+            assert ui[key] == zh
+            words = " ".join(zh) if isinstance(zh, list) else zh
+            if re.search("[a-z]{2}", str(en)):  # '"{0}"' has no words to translate
+                assert CJK.search(words), key
+            assert not _english_left(words.replace("softmax", "")), (key, words)
+    set_language("en")
+    ui = payload_of(AttentionExplorer()._repr_html_())["ui"]
+    assert ui == {key: en for key, (en, _) in UI_TEXT.items()}
+
+
+def test_the_script_draws_no_english_word_of_its_own():
+    """Every label of the page comes from ``ui``: the script's string literals name CSS
+    classes, events and attributes only."""
+    code = re.sub(r"//[^\n]*", "", EXPLORER_JS)  # comments may say anything
+    literals = re.findall(r"'([^'\n]*)'", code)
+    shown = [s for s in literals if " " in s.strip() and "=\"" not in s
+             and not s.startswith(("<", "attn-"))]  # not HTML attributes or class names
+    for literal in shown:
+        assert not _english_left(literal), literal
+    assert not {"query", "key", "mask", "layer", "head", "on", "off"} & set(literals)
+
+
+def test_the_chinese_explorer_reads_chinese_where_no_script_runs(chinese):
+    explorer = AttentionExplorer(sentences=[round_example()], causal=True)
+    text = explorer._repr_html_()
+    fallback = re.search(r'<div class="attn-explorer-fallback">(.*?)<script', text, re.S).group(1)
+    fallback = re.sub(r"<[^>]+>", " ", fallback)
+    assert "查询" in fallback and "最大权重" in fallback and "因果掩码" in fallback
+    assert "交互使用" in fallback
+    assert not _english_left(fallback.replace("nats", "")), fallback
+    shown = repr(explorer)
+    assert shown == ("AttentionExplorer('这只 小猫 追着 那个 球 因为 它 很 好动', query='它')"
+                     "（可在 JupyterLab、Colab 和课程网站上交互使用）")
+    model = repr(ModelExplorer(list("abcd"), synthetic_attentions(2, 3, 4)))
+    assert model == ("ModelExplorer（4 个词元，2 层 × 每层 3 个头）"
+                     "（可在 JupyterLab、Colab 和课程网站上交互使用）")
+    heatmap = render_heatmap_html(weight_matrix(pronoun_example()), pronoun_example().tokens, 6)
+    assert "查询 \\ 键" in heatmap and not _english_left(re.sub(r"<[^>]+>", " ", heatmap))
+
+
+def test_the_chinese_figures_are_labelled_in_chinese(chinese):
+    fig = explorer_figure(causal=True, scaled=False, temperature=2.0)
+    try:
+        bars, heat = fig.axes[:2]
+        labels = [bars.get_title(), bars.get_ylabel(), heat.get_title(), heat.get_xlabel(),
+                  heat.get_ylabel()]
+        assert labels == ["查询“它”（因果掩码开启，不缩放，T = 2）", "注意力权重",
+                          "所有行；查询所在的行加了边框", "键", "查询"]
+    finally:
+        plt.close(fig)
+    fig = model_view_figure(list("abcd"), synthetic_attentions(2, 3, 4))
+    try:
+        shown = [fig.get_suptitle()] + [a.get_title() for a in fig.axes] + [
+            a.get_ylabel() for a in fig.axes]
+        assert "头 2" in shown and "第 1 层" in shown
+        assert all(not _english_left(s) for s in shown), shown
+    finally:
+        plt.close(fig)
+
+
+def test_english_stays_as_it_was():
+    explorer = AttentionExplorer()
+    assert repr(explorer) == ("AttentionExplorer('the kitten chased the ball because it was "
+                              "playful', query='it') (interactive in JupyterLab, Colab and on "
+                              "the course website)")
+    assert repr(ModelExplorer(list("abcd"), synthetic_attentions(2, 3, 4))) == (
+        "ModelExplorer(4 tokens, 2 layers x 3 heads) (interactive in JupyterLab, Colab and on "
+        "the course website)")
+    row = render_row_html(explorer_state(pronoun_example(), causal=True), 8)
+    assert "<div>query <b>it</b> · causal mask on · scores ÷ √8</div>" in row
+    assert ('<div>largest weight <b class="attn-explorer-max">0.669</b> on <b>kitten</b> · '
+            'entropy <b class="attn-explorer-entropy">') in row
+    assert " (masked)" in row
+    fig = explorer_figure(causal=True, scaled=False, temperature=2.0)
+    try:
+        assert fig.axes[0].get_title() == 'query "it" (causal mask on, no scaling, T = 2)'
+        assert fig.axes[1].get_xlabel() == "key"
+    finally:
+        plt.close(fig)
+
+
+def test_the_script_reads_exactly_the_words_python_sends():
+    used = set(re.findall(r"\bUI\.(\w+)", EXPLORER_JS))
+    assert used == set(UI_TEXT)

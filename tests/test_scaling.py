@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib
 
@@ -15,6 +16,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from course_utils import scaling  # noqa: E402
+from course_utils.language import set_language  # noqa: E402
 from course_utils.widgets import scaling as widget  # noqa: E402
 
 
@@ -265,3 +267,71 @@ def test_figures_draw_one_line_per_rule_and_one_panel_per_d_k():
     assert [ax.get_title() for ax in fig.axes] == ["d_k = 4 (seed 0)", "d_k = 8 (seed 0)"]
     assert len(fig.axes[0].lines[0].get_xdata()) == 12 - 5 + 1
     plt.close("all")
+
+
+# ------------------------------------------------------------------ the Chinese edition
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _figure_texts(fig) -> list[str]:
+    """Every title, axis label and legend entry of ``fig``, the suptitle included."""
+    texts = [fig._suptitle.get_text()] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        legend = ax.get_legend()
+        if legend is not None:
+            texts += [entry.get_text() for entry in legend.get_texts()]
+    return [text for text in texts if text]
+
+
+@pytest.fixture
+def chinese():
+    set_language("zh-CN")
+    yield
+    set_language("en")
+
+
+def test_the_figures_speak_chinese_in_the_chinese_edition(chinese):
+    table = scaling.saturation_table([1, 4], n_rows=20)
+    curves = {(d_k, 0, scaled): [1.0] * 12 for d_k in (4, 8) for scaled in (True, False)}
+    figures = {
+        "plot_variance": scaling.plot_variance(scaling.variance_table([1, 4], n_pairs=100)),
+        "plot_against_d_k": scaling.plot_against_d_k(table, ["max_weight"], ["none", "sqrt"],
+                                                     ["平均最大权重"]),
+        "plot_loss_curves": scaling.plot_loss_curves(curves, [4, 8], window=5),
+        "scaling_figure": widget.scaling_figure(),
+    }
+    for name, fig in figures.items():
+        texts = _figure_texts(fig)
+        assert any(CJK.search(text) for text in texts), f"{name}: no Chinese in {texts}"
+    assert "variance of the scores" not in _figure_texts(figures["plot_variance"])
+    assert "不缩放（× 1）" in _figure_texts(figures["plot_against_d_k"])
+    loss_texts = _figure_texts(figures["plot_loss_curves"])
+    assert "训练步数" in loss_texts and "损失（5 步滑动平均）" in loss_texts
+    hist, bars = figures["scaling_figure"].axes
+    assert "方差" in hist.get_title() and bars.get_xlabel() == "键"
+    plt.close("all")
+
+
+def test_the_widget_and_the_labels_speak_chinese_with_the_same_numbers(chinese):
+    state = widget.scaling_state(64, scaled=True)
+    summary = state.summary()
+    assert CJK.search(summary) and "按 1/√d_k 缩放" in summary
+    set_language("en")
+    english = state.summary()
+    set_language("zh-CN")
+    number = re.compile(r"-?\d+(?:\.\d+)?")
+    assert sorted(number.findall(summary)) == sorted(number.findall(english))
+    assert scaling.SCALE_LABELS["none"] == "不缩放（× 1）"
+    assert isinstance(scaling.SCALE_LABELS["sqrt"], str)
+    view = widget.ScalingWidget()
+    assert view.scale_toggle.description == "÷ √d_k：关"
+    plt.close("all")
+
+
+def test_the_labels_stay_english_by_default():
+    assert dict(scaling.SCALE_LABELS) == {
+        "none": "no scaling (× 1)", "sqrt": "× 1/√d_k", "linear": "× 1/d_k"}
+    fig = scaling.plot_variance(scaling.variance_table([1, 4], n_pairs=100))
+    assert fig.axes[0].get_ylabel() == "variance of the scores"
+    plt.close(fig)

@@ -8,6 +8,7 @@ must be the same too; where they differ (a translated label or message), the out
 still hold the same numbers: no number may depend on the language.
 
     python -m tools.editions          # list every difference, exit 1 if there is one
+    python -m tools.editions --join-lines   # first join the Chinese prose's soft-wrapped lines
 """
 
 from __future__ import annotations
@@ -93,6 +94,33 @@ def missing_glyphs(notebook: nbformat.NotebookNode) -> list[str]:
             for text in _outputs(cell) if MISSING_GLYPH.search(text)]
 
 
+# A line break inside a paragraph renders as a space; between two Chinese characters that
+# space is wrong (Chinese has none), so the Chinese prose keeps each paragraph on one line.
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+SOFT_BREAK = re.compile(rf"(?<=[{_CJK}])\n[ \t]*(?=[{_CJK}])")
+
+
+def join_soft_breaks(source: str) -> str:
+    """``source`` with the line breaks between Chinese characters removed (code kept)."""
+    parts = re.split(r"(```.*?```)", source, flags=re.S)
+    return "".join(part if part.startswith("```") else SOFT_BREAK.sub("", part)
+                   for part in parts)
+
+
+def soft_breaks(notebook: nbformat.NotebookNode) -> list[str]:
+    """Markdown cells with a line break between two Chinese characters (outside code)."""
+    problems = []
+    for number, cell in enumerate(notebook.cells, 1):
+        if cell.cell_type != "markdown":
+            continue
+        found = SOFT_BREAK.search(re.sub(r"```.*?```", "", cell.source, flags=re.S))
+        if found:
+            around = found.string[max(0, found.start() - 12):found.end() + 12]
+            problems.append(f"cell {number}: a line break between Chinese characters shows "
+                            f"as a space: {around!r}")
+    return problems
+
+
 def _numbers(cell) -> list[str]:
     """The numbers a cell's outputs print, in sorted order (translation may reorder them)."""
     return sorted(_NUMBER.findall("\n".join(_outputs(cell))))
@@ -147,8 +175,13 @@ def glossary() -> list[tuple[tuple[str, ...], str]]:
             for english, chinese, _ in _GLOSSARY_ROW.findall(GLOSSARY.read_text())]
 
 
+_LINK_TARGET = re.compile(r"\]\([^)]*\)|https?://\S+")
+
+
 def _prose(notebook: nbformat.NotebookNode) -> str:
-    return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    """The markdown cells' text, without link targets (a URL's words are not prose)."""
+    return _LINK_TARGET.sub("]", "\n".join(
+        cell.source for cell in notebook.cells if cell.cell_type == "markdown"))
 
 
 def glossary_problems(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode,
@@ -182,11 +215,20 @@ def parity_problems() -> list[str]:
                             f"({stated_run_time(ENGLISH_DIR / name)} s vs "
                             f"{stated_run_time(CHINESE_DIR / name)} s)")
     for path in chinese_lessons():
-        problems += [f"zh-CN/{path.name}: {problem}" for problem in missing_glyphs(read(path))]
+        notebook = read(path)
+        problems += [f"zh-CN/{path.name}: {problem}" for problem in
+                     missing_glyphs(notebook) + soft_breaks(notebook)]
     return problems
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    if argv == ["--join-lines"]:
+        for path in chinese_lessons():
+            notebook = read(path)
+            for cell in notebook.cells:
+                if cell.cell_type == "markdown":
+                    cell.source = join_soft_breaks(cell.source)
+            nbformat.write(notebook, path)
     problems = parity_problems()
     for problem in problems:
         print(problem)
@@ -195,4 +237,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -88,7 +88,8 @@ class AttentionExample:
     def __post_init__(self):
         n = len(self.tokens)
         if n == 0:
-            raise ValueError("tokens should hold at least one token, got none")
+            raise ValueError(text("tokens should hold at least one token, got none",
+                                  "tokens 至少要有一个词元，而这里一个也没有"))
         for name in ("queries", "keys", "values"):
             value = getattr(self, name)
             if name == "values" and value is None:
@@ -97,16 +98,21 @@ class AttentionExample:
             if not isinstance(value, torch.Tensor) or value.dim() != 2 or len(value) != n:
                 got = (f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                        else type(value).__name__)
-                raise ValueError(f"{name} should be a tensor {notation.format(n=n)}, got {got}")
+                shape = notation.format(n=n)
+                raise ValueError(text(f"{name} should be a tensor {shape}, got {got}",
+                                      f"{name} 应当是形状为 {shape} 的张量，而这里是 {got}"))
             if not torch.isfinite(value).all():
-                raise ValueError(f"{name} should hold finite numbers, got NaN or inf")
+                raise ValueError(text(f"{name} should hold finite numbers, got NaN or inf",
+                                      f"{name} 应当只含有限的数，而这里有 NaN 或 inf"))
         if self.queries.shape != self.keys.shape:
-            raise ValueError(
-                f"queries {tuple(self.queries.shape)} and keys {tuple(self.keys.shape)} "
-                "should both be (seq_len, d_k)"
-            )
+            queries, keys = tuple(self.queries.shape), tuple(self.keys.shape)
+            raise ValueError(text(f"queries {queries} and keys {keys} should both be "
+                                  "(seq_len, d_k)",
+                                  f"queries {queries} 和 keys {keys} 都应当是 (seq_len, d_k)"))
         if not 0 <= self.default_query < n:
-            raise ValueError(f"default_query should be in 0..{n - 1}, got {self.default_query}")
+            raise ValueError(text(
+                f"default_query should be in 0..{n - 1}, got {self.default_query}",
+                f"default_query 应当在 0..{n - 1} 之间，而这里是 {self.default_query}"))
 
     @property
     def d_k(self) -> int:
@@ -125,9 +131,10 @@ class AttentionExample:
             positions = [i for i, token in enumerate(self.tokens) if token == query]
             if len(positions) != 1:
                 found = "does not occur" if not positions else f"occurs at {positions}"
-                raise ValueError(
-                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead"
-                )
+                where = "不在" if not positions else f"在位置 {positions} 出现于"
+                raise ValueError(text(
+                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead",
+                    f"查询 {query!r} {where} {list(self.tokens)} 中；请改为传入它的下标"))
             return positions[0]
         if not 0 <= query < len(self.tokens):
             raise ValueError(f"query index should be in 0..{len(self.tokens) - 1}, got {query}")
@@ -178,11 +185,14 @@ def in_course_language(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
 
 def _feature_vector(strengths: Mapping[str, float], features: Sequence[str]) -> list[float]:
     if not isinstance(strengths, Mapping):
-        raise TypeError(f"feature strengths should be a dict feature -> number, "
-                        f"got {type(strengths).__name__}")
+        got = type(strengths).__name__
+        raise TypeError(text(f"feature strengths should be a dict feature -> number, got {got}",
+                             f"特征强度应当是一个字典 feature -> number，而这里是 {got}"))
     unknown = set(strengths) - set(features)
     if unknown:
-        raise ValueError(f"unknown features {sorted(unknown)}; expected some of {tuple(features)}")
+        raise ValueError(text(
+            f"unknown features {sorted(unknown)}; expected some of {tuple(features)}",
+            f"未知的特征 {sorted(unknown)}；应当取自 {tuple(features)}"))
     return [float(strengths.get(name, 0.0)) for name in features]
 
 
@@ -195,11 +205,14 @@ def example_from_table(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
     the word's key and query (d_k = len(features)). Values are the keys.
     """
     if not isinstance(table, Sequence) or not table:
-        raise ValueError("table should be a non-empty list of (word, is, looks_for) rows")
+        raise ValueError(text("table should be a non-empty list of (word, is, looks_for) rows",
+                              "table 应当是一个非空的列表，每行是 (word, is, looks_for)"))
     for row in table:
         if not (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)):
-            raise ValueError(f"each row should be (word, {{feature: strength}}, "
-                             f"{{feature: strength}}), got {row!r}")
+            raise ValueError(text(f"each row should be (word, {{feature: strength}}, "
+                                  f"{{feature: strength}}), got {row!r}",
+                                  f"每一行都应当是 (word, {{feature: strength}}, "
+                                  f"{{feature: strength}})，而这里是 {row!r}"))
     tokens = tuple(word for word, _, _ in table)
     keys = torch.tensor([_feature_vector(is_, features) for _, is_, _ in table])
     queries = torch.tensor([_feature_vector(wants, features) for _, _, wants in table])
@@ -364,15 +377,16 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     """
     e = html.escape
     query_word = e(state.tokens[state.query])
-    scale = f"scores ÷ √{d_k}" if state.scaled else "scores not scaled"
+    scale = (text(f"scores ÷ √{d_k}", f"得分 ÷ √{d_k}") if state.scaled
+             else text("scores not scaled", "得分未缩放"))
     # The mask is named only when it is on: lessons before 05 show no mask at all.
-    mask = "causal mask on · " if state.causal else ""
+    mask = text("causal mask on · ", "因果掩码已开启 · ") if state.causal else ""
     settings = f"{mask}{scale}" if settings is None else html.escape(settings)
     lines = [
         f'<div class="attn-explorer-row" data-query="{state.query}" '
         f'data-causal="{int(state.causal)}" data-scaled="{int(state.scaled)}" '
         'style="font-family: monospace; line-height: 1.5;">',
-        f'<div>query <b>{query_word}</b> · {settings}</div>',
+        f'<div>{text("query", "查询")} <b>{query_word}</b> · {settings}</div>',
     ]
     for key, (token, weight, hidden) in enumerate(
             zip(state.tokens, state.weights, state.masked, strict=True)):
@@ -380,7 +394,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
         style = "font-weight: bold;" if key == state.argmax else ""
         if key == state.query:
             style += " text-decoration: underline;"
-        note = " (masked)" if hidden else ""
+        note = text(" (masked)", "（已被掩码遮住）") if hidden else ""
         lines.append(
             '<div style="display: flex; align-items: center; gap: 8px;">'
             f'<span style="width: 80px; text-align: right; {style}">{e(token)}</span>'
@@ -391,12 +405,13 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
             f'<span class="attn-explorer-weight" data-key="{key}" style="{style}">'
             f'{weight:.3f}</span><span style="color: #888;">{note}</span></div>'
         )
-    lines.append(
-        f'<div>largest weight <b class="attn-explorer-max">{state.max_weight:.3f}</b> on '
-        f'<b>{e(state.tokens[state.argmax])}</b> · entropy '
-        f'<b class="attn-explorer-entropy">{state.entropy:.3f}</b> nats '
-        f'(uniform: {math.log(len(state.tokens)):.3f})</div></div>'
-    )
+    summary = text("largest weight {0} on {1} · entropy {2} nats (uniform: {3})",
+                   "最大权重 {0}，落在 {1} 上 · 熵 {2} 奈特（均匀分布时为 {3}）")
+    lines.append("<div>" + summary.format(
+        f'<b class="attn-explorer-max">{state.max_weight:.3f}</b>',
+        f'<b>{e(state.tokens[state.argmax])}</b>',
+        f'<b class="attn-explorer-entropy">{state.entropy:.3f}</b>',
+        f'{math.log(len(state.tokens)):.3f}') + "</div></div>")
     return "\n".join(lines)
 
 
@@ -408,7 +423,8 @@ def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int
         f'<th style="{cell} writing-mode: vertical-rl; height: 56px;">{e(t)}</th>'
         for t in tokens
     )
-    rows = [f'<tr><th style="font-size: 10px;">query \\ key</th>{header}</tr>']
+    corner = text("query \\ key", "查询 \\ 键")
+    rows = [f'<tr><th style="font-size: 10px;">{corner}</th>{header}</tr>']
     for i, (token, row) in enumerate(zip(tokens, weights.tolist(), strict=True)):
         outline = "outline: 2px solid #1f4e79;" if i == query else ""
         cells = "".join(
@@ -431,6 +447,70 @@ TOGGLES = ("causal", "scale", "temperature")
 # Temperatures the slider offers: a grid in steps of sqrt(2) around 1.
 TEMPERATURES = tuple(round(2 ** (k / 2), 4) for k in range(-4, 5))  # 0.25 ... 4
 _DIGITS = 4  # numbers sent to the page are rounded to this many decimals
+# Every word the page shows, (English, Chinese): the script reads them from the page's JSON
+# ("ui"), so one script serves both editions. "{0}", "{1}" ... are filled in by the script.
+UI_TEXT = {
+    "query": ("query", "查询"),
+    "key": ("key", "键"),
+    "query_key": ("query \\ key", "查询 \\ 键"),
+    "on": ("on", "开"),
+    "off": ("off", "关"),
+    "causal": ("causal mask: {0}", "因果掩码：{0}"),
+    "scale": ("scale by 1/√{0}: {1}", "按 1/√{0} 缩放：{1}"),
+    "temperature": ("temperature ", "温度 "),
+    "layer": ("layer", "层"),
+    "head": ("head", "头"),
+    "layer_n": ("layer {0}", "第 {0} 层"),
+    "head_n": ("head {0}", "头 {0}"),
+    "layer_head": ("layer {0}, head {1}", "第 {0} 层，头 {1}"),
+    "click_note": ("Click a word to make it the query (hover to preview its row); hover a key "
+                   "on the right or a column of the table to see which queries attend to it.",
+                   "点击一个词，把它设为查询（鼠标悬停可预览它的那一行）；悬停在右侧的某个键"
+                   "或表格的某一列上，可以看到哪些查询在关注它。"),
+    "step_prev": ("◀ step", "◀ 上一步"),
+    "step_next": ("step ▶", "下一步 ▶"),
+    "computation": ("The computation for the query:", "这个查询的计算过程："),
+    "step_names": (["scores q·k", "× scale", "mask", "softmax", "weighted sum of values"],
+                   ["得分 q·k", "× 缩放", "掩码", "softmax", "对值加权求和"]),
+    "edit": ("Edit what the query looks for: ", "编辑这个查询要找的特征："),
+    "reset": ("back to the hand-set vectors", "恢复手工设定的向量"),
+    "editor_note": ("The query of the clicked word, feature by feature. Rows you edit are "
+                    "computed in the page (q·k, scale, mask, softmax); all other numbers come "
+                    "from Python.",
+                    "被点击的词的查询，逐个特征列出。你编辑过的行直接在页面里计算"
+                    "（q·k、缩放、掩码、softmax）；其余所有数字都来自 Python。"),
+    "edited_word": ('"{0}"', "“{0}”"),
+    "edited": (" (edited)", "（已编辑）"),
+    "model_note": ("Model view: every head of every layer (rows: layers, columns: heads). "
+                   "Click a map to open it above.",
+                   "模型视图：每一层的每一个头（行是层，列是头）。点击一张小图，"
+                   "即可在上方打开它。"),
+    "causal_on": ("causal mask on", "因果掩码已开启"),
+    "scaled": ("scores ÷ √{0}", "得分 ÷ √{0}"),
+    "not_scaled": ("scores not scaled", "得分未缩放"),
+    "row_title": ("query {0} · {1}", "查询 {0} · {1}"),
+    "masked": (" (masked)", "（已被掩码遮住）"),
+    "summary": ("largest weight {0} on {1} · row entropy {2} nats (uniform: {3})",
+                "最大权重 {0}，落在 {1} 上 · 这一行的熵 {2} 奈特（均匀分布时为 {3}）"),
+    "hover_note": ("Hover a key to see its column: how much each query takes from it.",
+                   "把鼠标悬停在某个键上，查看它的那一列：每个查询从它那里取了多少。"),
+    "column": ("column of key {0}: the weight each query gives it",
+               "键 {0} 的那一列：每个查询给它的权重"),
+    "score_qk": ("score q·k", "得分 q·k"),
+    "mask": ("mask", "掩码"),
+    "softmax_weight": ("softmax weight", "softmax 权重"),
+    "output": ("output of {0} = Σ weight × value = [{1}]", "{0} 的输出 = Σ 权重 × 值 = [{1}]"),
+    "step_on": ("Step on to see the next column.", "继续下一步，看下一列。"),
+}
+# Shown where no script runs, and in the text/plain form of an explorer.
+_INTERACTIVE = ("(interactive in JupyterLab, Colab and on the course website)",
+                "（可在 JupyterLab、Colab 和课程网站上交互使用）")
+
+
+def ui_text() -> dict:
+    """The page's words in the course language at the moment the explorer is shown."""
+    return {key: text(en, zh) for key, (en, zh) in UI_TEXT.items()}
+
 _counter = itertools.count()
 
 
@@ -447,9 +527,12 @@ def _explorer_html(payload: dict, fallback: str) -> str:
     return (
         f'<div class="attn-explorer" id="{element_id}">'
         f'<style>{EXPLORER_CSS}</style>'
-        f'<div class="attn-explorer-fallback">{fallback}'
-        '<p><i>This is the explorer\'s opening state as text: run the cell in JupyterLab '
-        'or Colab, or read the lesson on the course website, to use it.</i></p></div>'
+        f'<div class="attn-explorer-fallback">{fallback}<p><i>'
+        + text("This is the explorer's opening state as text: run the cell in JupyterLab "
+               "or Colab, or read the lesson on the course website, to use it.",
+               "这是探索器打开时的状态的文字版：在 JupyterLab 或 Colab 中运行这个单元格，"
+               "或在课程网站上阅读本课，就能交互使用它。")
+        + '</i></p></div>'
         f'<script type="application/json" class="attn-explorer-data">{data}</script>'
         f'<script>{EXPLORER_JS}</script></div>'
     )
@@ -514,7 +597,8 @@ class AttentionExplorer:
                 "states": states,
             })
         return {
-            "mode": "toy", "toggles": list(self.toggles), "heatmap": self.heatmap,
+            "mode": "toy", "ui": ui_text(), "toggles": list(self.toggles),
+            "heatmap": self.heatmap,
             "steps": self.steps, "temperatures": list(TEMPERATURES), "sentences": sentences,
             "initial": {"causal": self.state.causal, "scaled": self.state.scaled,
                         "t": TEMPERATURES.index(self.state.temperature)},
@@ -531,8 +615,8 @@ class AttentionExplorer:
 
     def __repr__(self) -> str:
         return (f"AttentionExplorer({' '.join(self.example.tokens)!r}, query="
-                f"{self.example.tokens[self.state.query]!r}) (interactive in JupyterLab, "
-                "Colab and on the course website)")
+                f"{self.example.tokens[self.state.query]!r})"
+                + text(" ", "") + text(*_INTERACTIVE))
 
 
 def _require_attentions(tokens, attentions) -> tuple[tuple[str, ...], torch.Tensor]:
@@ -596,18 +680,21 @@ class ModelExplorer:
             "query": self.query if number == 0 else len(tokens) - 1,
             "maps": _rounded(maps), "h": _rounded(row_entropy(maps)),
         } for number, (label, tokens, maps) in enumerate(self.maps)]
-        return {"mode": "model", "heatmap": self.heatmap, "sentences": sentences,
+        return {"mode": "model", "ui": ui_text(), "heatmap": self.heatmap,
+                "sentences": sentences,
                 "initial": {"layer": self.layer, "head": self.head}}
 
     def _repr_html_(self) -> str:
-        fallback = render_row_html(self.state(), d_k=0,
-                                   settings=f"layer {self.layer}, head {self.head}")
+        fallback = render_row_html(self.state(), d_k=0, settings=text(
+            *UI_TEXT["layer_head"]).format(self.layer, self.head))
         return _explorer_html(self.payload(), fallback)
 
     def __repr__(self) -> str:
         num_layers, num_heads = self.maps[0][2].shape[:2]
-        return (f"ModelExplorer({len(self.tokens)} tokens, {num_layers} layers x {num_heads} "
-                "heads) (interactive in JupyterLab, Colab and on the course website)")
+        return text(f"ModelExplorer({len(self.tokens)} tokens, {num_layers} layers x "
+                    f"{num_heads} heads) ",
+                    f"ModelExplorer（{len(self.tokens)} 个词元，{num_layers} 层 × "
+                    f"每层 {num_heads} 个头）") + text(*_INTERACTIVE)
 
 
 def synthetic_attentions(num_layers: int, num_heads: int, n: int,
@@ -653,21 +740,24 @@ def explorer_figure(example: AttentionExample | None = None, query: int | str | 
         bars.text(key, weight + 0.01, f"{weight:.2f}", ha="center", va="bottom", fontsize=9)
     bars.set_xticks(positions, labels=state.tokens, rotation=45, ha="right")
     bars.set_ylim(0, 1.08)
-    bars.set_ylabel("attention weight")
-    settings = ("causal mask on, " if causal else "") + (
-        f"÷√{example.d_k}" if scaled else "no scaling")
+    bars.set_ylabel(text("attention weight", "注意力权重"))
+    settings = (text("causal mask on, ", "因果掩码开启，") if causal else "") + (
+        f"÷√{example.d_k}" if scaled else text("no scaling", "不缩放"))
     if temperature != 1.0:
-        settings += f", T = {temperature:g}"
-    bars.set_title(f'query "{state.tokens[state.query]}" ({settings})', fontsize=10)
+        settings += text(", ", "，") + f"T = {temperature:g}"
+    word = state.tokens[state.query]
+    bars.set_title(text(f'query "{word}" ({settings})', f"查询“{word}”（{settings}）"),
+                   fontsize=10)
 
     image = heat.imshow(matrix.numpy(), cmap="Reds", vmin=0.0, vmax=1.0)
     heat.set_xticks(positions, labels=state.tokens, rotation=90)
     heat.set_yticks(positions, labels=state.tokens)
-    heat.set_xlabel("key")
-    heat.set_ylabel("query")
+    heat.set_xlabel(text("key", "键"))
+    heat.set_ylabel(text("query", "查询"))
     heat.add_patch(Rectangle((-0.5, state.query - 0.5), n, 1, fill=False,
                              edgecolor="#1f4e79", linewidth=2.5))
-    heat.set_title("all rows; the query's row outlined", fontsize=10)
+    heat.set_title(text("all rows; the query's row outlined", "所有行；查询所在的行加了边框"),
+                   fontsize=10)
     fig.colorbar(image, ax=heat, shrink=0.8)
     return fig
 
@@ -690,9 +780,9 @@ def model_view_figure(tokens: Sequence[str], attentions: torch.Tensor, layer: in
                 side.set_edgecolor("#1f4e79")
                 side.set_linewidth(3)
         if row == 0:
-            axis.set_title(f"head {column}", fontsize=8)
+            axis.set_title(text(*UI_TEXT["head_n"]).format(column), fontsize=8)
         if column == 0:
-            axis.set_ylabel(f"layer {row}", fontsize=8)
-    fig.suptitle("attention maps: every head of every layer (query rows, key columns)",
-                 fontsize=9)
+            axis.set_ylabel(text(*UI_TEXT["layer_n"]).format(row), fontsize=8)
+    fig.suptitle(text("attention maps: every head of every layer (query rows, key columns)",
+                      "注意力图：每一层的每一个头（行是查询，列是键）"), fontsize=9)
     return fig

@@ -4,7 +4,9 @@ Kept as Python strings (not .js files) so that ``pip install`` from the reposito
 Colab, ships them without any package-data configuration. The script reads the JSON
 next to it (built by ``course_utils.widgets.explorer``), draws the explorer into its own
 ``.attn-explorer`` element and only *switches* between the precomputed states: it does
-no attention arithmetic except multiplying a score by the scale to show that step.
+no attention arithmetic except multiplying a score by the scale to show that step. Every
+word it shows comes from the JSON too (``ui``, in the course language of the moment the
+explorer was shown), so one script serves both editions.
 Plain ES5-style DOM code, no library, nothing loaded from anywhere.
 """
 
@@ -66,7 +68,8 @@ EXPLORER_JS = r"""
   var S = {s: 0, q: data.sentences[0].query, hq: null, hk: null, hcell: null,
            causal: !!init.causal, scaled: init.scaled !== false, t: init.t || 0,
            layer: init.layer || 0, head: init.head || 0, step: 4, edits: {}};
-  var STEP_NAMES = ['scores q·k', '× scale', 'mask', 'softmax', 'weighted sum of values'];
+  var UI = data.ui;  // the page's words, in the course language (see UI_TEXT)
+  var STEP_NAMES = UI.step_names;
   var SVG = 'http://www.w3.org/2000/svg';
   var ui = {};
 
@@ -84,6 +87,10 @@ EXPLORER_JS = r"""
   function esc(s) {
     return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
       .replace(/"/g, '&quot;');
+  }
+  function fill(template) {  // UI text with {0}, {1} ... replaced by the arguments
+    var parts = Array.prototype.slice.call(arguments, 1);
+    return template.replace(/\{(\d+)\}/g, function (_, i) { return parts[Number(i)]; });
   }
   function sentence() { return data.sentences[S.s]; }
   function tokens() { return sentence().tokens; }
@@ -163,7 +170,7 @@ EXPLORER_JS = r"""
         controls.appendChild(ui.scale);
       }
       if (data.toggles.indexOf('temperature') >= 0) {
-        var label = el('label', null, 'temperature ');
+        var label = el('label', null, UI.temperature);
         ui.temp = el('input', 'attn-explorer-temperature');
         ui.temp.type = 'range'; ui.temp.min = '0'; ui.temp.step = '1';
         ui.temp.max = String(data.temperatures.length - 1); ui.temp.value = String(S.t);
@@ -174,18 +181,16 @@ EXPLORER_JS = r"""
       }
     } else {
       var maps = sentence().maps;
-      ui.layer = selector('attn-explorer-layer', 'layer', maps.length, function (v) {
+      ui.layer = selector('attn-explorer-layer', UI.layer, maps.length, function (v) {
         S.layer = v; update();
       });
-      ui.head = selector('attn-explorer-head', 'head', maps[0].length, function (v) {
+      ui.head = selector('attn-explorer-head', UI.head, maps[0].length, function (v) {
         S.head = v; update();
       });
       controls.appendChild(ui.layer.parentNode); controls.appendChild(ui.head.parentNode);
     }
     app.appendChild(controls);
-    app.appendChild(el('div', 'attn-explorer-note',
-      'Click a word to make it the query (hover to preview its row); hover a key on the ' +
-      'right or a column of the table to see which queries attend to it.'));
+    app.appendChild(el('div', 'attn-explorer-note', UI.click_note));
     var bar = el('div', 'attn-explorer-tokens');
     ui.tokens = tokens().map(function (word, i) {
       var b = el('button', 'attn-explorer-token', word);
@@ -228,8 +233,8 @@ EXPLORER_JS = r"""
     var rowH = 20, width = 330, height = n * rowH + 24;
     var box = svgEl('svg', {width: width, height: height, 'class': 'attn-explorer-lines',
                             viewBox: '0 0 ' + width + ' ' + height});
-    box.appendChild(svgEl('text', {x: 100, y: 12, 'text-anchor': 'end'})).textContent = 'query';
-    box.appendChild(svgEl('text', {x: 230, y: 12})).textContent = 'key';
+    box.appendChild(svgEl('text', {x: 100, y: 12, 'text-anchor': 'end'})).textContent = UI.query;
+    box.appendChild(svgEl('text', {x: 230, y: 12})).textContent = UI.key;
     ui.lineGroup = svgEl('g', {});
     box.appendChild(ui.lineGroup);
     ui.left = []; ui.right = [];
@@ -256,7 +261,7 @@ EXPLORER_JS = r"""
   function buildHeatmap(n) {
     var table = el('table', 'attn-explorer-heatmap');
     var head = el('tr');
-    head.appendChild(el('th', null, 'query \\ key'));
+    head.appendChild(el('th', null, UI.query_key));
     ui.keyHeads = tokens().map(function (word, j) {
       var th = el('th', 'attn-explorer-key', word);
       th.addEventListener('mouseenter', function () { S.hk = j; update(); });
@@ -293,12 +298,12 @@ EXPLORER_JS = r"""
   function buildSteps() {
     var box = el('div', 'attn-explorer-stepsbox');
     var nav = el('div', 'attn-explorer-controls');
-    var prev = el('button', 'attn-explorer-step-prev', '◀ step');
-    var next = el('button', 'attn-explorer-step-next', 'step ▶');
+    var prev = el('button', 'attn-explorer-step-prev', UI.step_prev);
+    var next = el('button', 'attn-explorer-step-next', UI.step_next);
     prev.addEventListener('click', function () { S.step = Math.max(0, S.step - 1); update(); });
     next.addEventListener('click', function () { S.step = Math.min(4, S.step + 1); update(); });
     ui.stepNames = el('span', 'attn-explorer-stepnames');
-    nav.appendChild(el('b', null, 'The computation for the query:'));
+    nav.appendChild(el('b', null, UI.computation));
     nav.appendChild(prev); nav.appendChild(next); nav.appendChild(ui.stepNames);
     box.appendChild(nav);
     ui.steps = el('div', 'attn-explorer-steps');
@@ -308,10 +313,10 @@ EXPLORER_JS = r"""
 
   function buildEditor() {
     var box = el('div', 'attn-explorer-editorbox');
-    box.appendChild(el('b', null, 'Edit what the query looks for: '));
+    box.appendChild(el('b', null, UI.edit));
     ui.editorWord = el('span', 'attn-explorer-editor-word');
     box.appendChild(ui.editorWord);
-    var reset = el('button', 'attn-explorer-reset', 'back to the hand-set vectors');
+    var reset = el('button', 'attn-explorer-reset', UI.reset);
     reset.addEventListener('click', function () { S.edits = {}; update(); });
     box.appendChild(reset);
     var grid = el('div', 'attn-explorer-controls');
@@ -332,30 +337,26 @@ EXPLORER_JS = r"""
       return input;
     });
     box.appendChild(grid);
-    box.appendChild(el('div', 'attn-explorer-note',
-      'The query of the clicked word, feature by feature. Rows you edit are computed in ' +
-      'the page (q·k, scale, mask, softmax); all other numbers come from Python.'));
+    box.appendChild(el('div', 'attn-explorer-note', UI.editor_note));
     return box;
   }
 
   function buildModelView() {
     var x = sentence(), n = x.tokens.length;
     var box = el('div', 'attn-explorer-modelbox');
-    box.appendChild(el('div', 'attn-explorer-note',
-      'Model view: every head of every layer (rows: layers, columns: heads). ' +
-      'Click a map to open it above.'));
+    box.appendChild(el('div', 'attn-explorer-note', UI.model_note));
     var grid = el('div', 'attn-explorer-model');
     grid.style.gridTemplateColumns = '64px repeat(' + x.maps[0].length + ', 62px)';
     grid.appendChild(el('span'));
-    x.maps[0].forEach(function (_, h) { grid.appendChild(el('span', null, 'head ' + h)); });
+    x.maps[0].forEach(function (_, h) { grid.appendChild(el('span', null, fill(UI.head_n, h))); });
     ui.thumbs = [];
     x.maps.forEach(function (heads, l) {
-      grid.appendChild(el('span', null, 'layer ' + l));
+      grid.appendChild(el('span', null, fill(UI.layer_n, l)));
       heads.forEach(function (map, h) {
         var c = el('canvas', 'attn-explorer-thumb');
         c.width = n; c.height = n;
         c.setAttribute('data-layer', l); c.setAttribute('data-head', h);
-        c.title = 'layer ' + l + ', head ' + h;
+        c.title = fill(UI.layer_head, l, h);
         var g = c.getContext('2d');
         for (var i = 0; i < n; i++) {
           for (var j = 0; j < n; j++) { g.fillStyle = colour(map[i][j]); g.fillRect(j, i, 1, 1); }
@@ -375,12 +376,12 @@ EXPLORER_JS = r"""
       b.classList.toggle('attn-explorer-selected', i === S.q);
     });
     if (ui.causal) {
-      ui.causal.textContent = 'causal mask: ' + (S.causal ? 'on' : 'off');
+      ui.causal.textContent = fill(UI.causal, S.causal ? UI.on : UI.off);
       ui.causal.classList.toggle('attn-explorer-on', S.causal);
       ui.causal.setAttribute('aria-pressed', String(S.causal));
     }
     if (ui.scale) {
-      ui.scale.textContent = 'scale by 1/√' + sentence().d_k + ': ' + (S.scaled ? 'on' : 'off');
+      ui.scale.textContent = fill(UI.scale, sentence().d_k, S.scaled ? UI.on : UI.off);
       ui.scale.classList.toggle('attn-explorer-on', S.scaled);
       ui.scale.setAttribute('aria-pressed', String(S.scaled));
     }
@@ -396,8 +397,8 @@ EXPLORER_JS = r"""
     if (ui.steps) { drawSteps(st, q); }
     if (ui.features) {
       var vector = S.edits[S.q] || sentence().queries[S.q];
-      ui.editorWord.textContent = '"' + tokens()[S.q] + '"' +
-        (S.edits[S.q] ? ' (edited)' : '');
+      ui.editorWord.textContent = fill(UI.edited_word, tokens()[S.q]) +
+        (S.edits[S.q] ? UI.edited : '');
       ui.features.forEach(function (input, d) {
         if (document.activeElement !== input) { input.value = String(vector[d]); }
       });
@@ -412,10 +413,10 @@ EXPLORER_JS = r"""
   }
 
   function settingsText() {
-    if (!toy) { return 'layer ' + S.layer + ', head ' + S.head; }
+    if (!toy) { return fill(UI.layer_head, S.layer, S.head); }
     // The mask is named only when it is on: lessons before 05 show no mask at all.
-    var parts = (S.causal ? ['causal mask on'] : []).concat(
-      [S.scaled ? 'scores ÷ √' + sentence().d_k : 'scores not scaled']);
+    var parts = (S.causal ? [UI.causal_on] : []).concat(
+      [S.scaled ? fill(UI.scaled, sentence().d_k) : UI.not_scaled]);
     if (data.temperatures[S.t] !== 1) { parts.push('T = ' + data.temperatures[S.t].toFixed(2)); }
     return parts.join(' · ');
   }
@@ -427,7 +428,8 @@ EXPLORER_JS = r"""
       (+S.causal) + '" data-scaled="' + (+S.scaled) + '" data-temperature="' +
       (toy ? data.temperatures[S.t] : 1) + '" data-layer="' + S.layer + '" data-head="' +
       S.head + '" data-sentence="' + S.s + '" style="font-family: monospace; line-height: 1.5;">',
-      '<div>query <b>' + esc(words[q]) + '</b> · ' + esc(settingsText()) + '</div>'];
+      '<div>' + fill(esc(UI.row_title), '<b>' + esc(words[q]) + '</b>', esc(settingsText())) +
+      '</div>'];
     for (var j = 0; j < w.length; j++) {
       var style = (j === best ? 'font-weight: bold;' : '') +
         (j === q ? ' text-decoration: underline;' : '');
@@ -438,12 +440,13 @@ EXPLORER_JS = r"""
         'px; height: 14px; background: #c0392b;"></span></span>' +
         '<span class="attn-explorer-weight" data-key="' + j + '" style="' + style + '">' +
         w[j].toFixed(3) + '</span><span style="color: #888;">' +
-        (hidden(q, j) ? ' (masked)' : '') + '</span></div>');
+        (hidden(q, j) ? esc(UI.masked) : '') + '</span></div>');
     }
-    html.push('<div>largest weight <b class="attn-explorer-max">' + w[best].toFixed(3) +
-      '</b> on <b>' + esc(words[best]) + '</b> · row entropy <b class="attn-explorer-entropy">' +
-      st.h[q].toFixed(3) + '</b> nats (uniform: ' + Math.log(w.length).toFixed(3) +
-      ')</div></div>');
+    html.push('<div>' + fill(esc(UI.summary),
+      '<b class="attn-explorer-max">' + w[best].toFixed(3) + '</b>',
+      '<b>' + esc(words[best]) + '</b>',
+      '<b class="attn-explorer-entropy">' + st.h[q].toFixed(3) + '</b>',
+      Math.log(w.length).toFixed(3)) + '</div></div>');
     return html.join('');
   }
 
@@ -488,11 +491,10 @@ EXPLORER_JS = r"""
   function columnHtml(w) {
     var words = tokens();
     if (S.hk === null) {
-      return '<div class="attn-explorer-note">Hover a key to see its column: how much ' +
-        'each query takes from it.</div>';
+      return '<div class="attn-explorer-note">' + esc(UI.hover_note) + '</div>';
     }
     var k = S.hk, html = ['<div class="attn-explorer-column" data-key="' + k + '">' +
-      '<div>column of key <b>' + esc(words[k]) + '</b>: the weight each query gives it</div>'];
+      '<div>' + fill(esc(UI.column), '<b>' + esc(words[k]) + '</b>') + '</div>'];
     for (var i = 0; i < w.length; i++) {
       html.push('<div style="display: flex; gap: 8px; align-items: center;">' +
         '<span style="width: 80px; text-align: right;">' + esc(words[i]) + '</span>' +
@@ -516,7 +518,7 @@ EXPLORER_JS = r"""
     ui.stepNames.innerHTML = names.join('');
     var scaleText = (S.scaled ? '1/√' + x.d_k : '1') +
       (data.temperatures[S.t] !== 1 ? ' ÷ T' : '') + ' = ' + c.toFixed(4);
-    var head = ['key', 'score q·k', '× ' + scaleText, 'mask', 'softmax weight'];
+    var head = [UI.key, UI.score_qk, '× ' + scaleText, UI.mask, UI.softmax_weight];
     var html = ['<table class="attn-explorer-steps-table" data-query="' + q + '" data-step="' +
       step + '"><tr>' + head.map(function (h, i) {
         return '<th class="' + (i > step + 1 && i < 5 ? 'attn-explorer-future' : '') + '">' +
@@ -536,13 +538,13 @@ EXPLORER_JS = r"""
     html.push('</table>');
     if (step >= 4) {
       var out = st.out[q], label = x.value_names;
-      html.push('<div>output of <b>' + esc(words[q]) + '</b> = Σ weight × value = [' +
+      html.push('<div>' + fill(esc(UI.output), '<b>' + esc(words[q]) + '</b>',
         out.map(function (v, d) {
           return (label ? esc(label[d]) + ' ' : '') + '<span class="attn-explorer-output" ' +
             'data-dim="' + d + '">' + v.toFixed(3) + '</span>';
-        }).join(', ') + ']</div>');
+        }).join(', ')) + '</div>');
     } else {
-      html.push('<div class="attn-explorer-note">Step on to see the next column.</div>');
+      html.push('<div class="attn-explorer-note">' + esc(UI.step_on) + '</div>');
     }
     ui.steps.innerHTML = html.join('');
   }
