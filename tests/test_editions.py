@@ -119,6 +119,10 @@ def test_a_glyph_missing_from_the_font_is_caught_in_stored_outputs():
     assert editions.missing_glyphs(notebook) == [
         "cell 2: a figure lacks glyphs (Glyph 27880 (\\N{CJK UNIFIED IDEOGRAPH-6CE8}) missing "
         "from font)"]
+    notebook.cells[1].outputs[0].text = ("WARNING:matplotlib.mathtext:Font 'default' does not "
+                                         "have a glyph for '\\u7ecf' [U+7ecf], substituting "
+                                         "with a dummy symbol.\n")
+    assert len(editions.missing_glyphs(notebook)) == 1
 
 
 def test_the_glossary_reads_and_every_term_has_both_languages():

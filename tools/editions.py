@@ -83,8 +83,10 @@ def _outputs(cell) -> list[str]:
     return texts
 
 
-# matplotlib's warning when a font lacks a character: the figure shows empty boxes.
-MISSING_GLYPH = re.compile(r"Glyph \d+ .*missing from (current )?font")
+# matplotlib's warnings when a font lacks a character (text, and mathtext's own fonts):
+# the figure shows empty boxes.
+MISSING_GLYPH = re.compile(r"Glyph \d+ .*missing from (current )?font"
+                           r"|does not have a glyph for .*substituting")
 
 
 def missing_glyphs(notebook: nbformat.NotebookNode) -> list[str]:
