@@ -11,6 +11,19 @@ import os
 EDITION = os.environ.get("COURSE_EDITION", "en")
 project = {"en": "Self-attention, hands-on", "zh-CN": "动手学自注意力"}[EDITION]
 language = {"en": "en", "zh-CN": "zh_CN"}[EDITION]  # zh_CN: search splits words with jieba
+
+if EDITION == "zh-CN":
+    from sphinx import search
+    from sphinx.search.zh import SearchChinese
+
+    class _ChineseSearch(SearchChinese):
+        """Sphinx 9.0's Chinese search ships the English stemmer but names it ChineseStemmer,
+        so the search page stops with "ChineseStemmer is not defined" (sphinx-doc/sphinx
+        #14229, fixed after 9.0.4): name the stemmer it ships."""
+
+        language_name = "English"
+
+    search.languages["zh"] = _ChineseSearch
 author = "the course's contributors"
 copyright = "the course's contributors"
 

@@ -168,3 +168,6 @@ def test_a_line_break_between_chinese_characters_is_caught_and_joined():
                       "\n```\n代码\n不动\n```")
     assert editions.soft_breaks(_notebook(("md", joined))) == []
     assert editions.soft_breaks(_notebook(("md", "d_k 越大\nscores grow and\n分数变大"))) == []
+    emphasis = "还需要*读取*\n编码器的输出，左边是\n“它”的那一行\n* 第二项"
+    assert editions.join_soft_breaks(emphasis) == (
+        "还需要*读取*编码器的输出，左边是“它”的那一行\n* 第二项")

@@ -98,14 +98,16 @@ def missing_glyphs(notebook: nbformat.NotebookNode) -> list[str]:
 
 # A line break inside a paragraph renders as a space; between two Chinese characters that
 # space is wrong (Chinese has none), so the Chinese prose keeps each paragraph on one line.
+# Emphasis marks and quotes next to the break do not change that.
 _CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
-SOFT_BREAK = re.compile(rf"(?<=[{_CJK}])\n[ \t]*(?=[{_CJK}])")
+_MARKS = "*_“”‘’"
+SOFT_BREAK = re.compile(rf"([{_CJK}][{_MARKS}]*)\n[ \t]*([{_MARKS}]*[{_CJK}])")
 
 
 def join_soft_breaks(source: str) -> str:
     """``source`` with the line breaks between Chinese characters removed (code kept)."""
     parts = re.split(r"(```.*?```)", source, flags=re.S)
-    return "".join(part if part.startswith("```") else SOFT_BREAK.sub("", part)
+    return "".join(part if part.startswith("```") else SOFT_BREAK.sub(r"\1\2", part)
                    for part in parts)
 
 
