@@ -5,8 +5,11 @@ lesson is executed once per seed in ``RUNS``, with its ``setup()`` call replaced
 ``setup(seed=s)``, in a fresh kernel started in notebooks/; in the first run every code cell
 is executed twice in a row, as a learner re-running a cell does (its second execution starts
 from another random state, so it counts as one more draw). Any error fails; outputs are not
-compared (nbval does that for the stored run). Running every cell twice under every seed
-would cost half as much again for little more coverage: CI time is the limit here.
+compared (nbval does that for the stored run). Two seeds besides the stored one, with the
+re-runs giving more draws, are what CI's time affords next to the Chinese edition's passes;
+more seeds or every cell twice under every seed would add little coverage for much time.
+The Chinese twins are not run here: their code is the same token for token
+(tests/test_editions.py), and their own passes (nbval, Colab, JupyterLab) run in lane 2.
 ``PARALLEL`` kernels run at a time: setup() gives each one torch thread, so two kernels use
 the two cores CI has.
 """
@@ -24,7 +27,7 @@ from nbclient import NotebookClient
 from tools.execute import CELL_TIMEOUT_S
 from tools.lessons import lesson_paths, read, stated_run_time
 
-RUNS = {1: 2, 2: 1, 3: 1}  # seed: how many times each code cell is executed in a row
+RUNS = {1: 2, 2: 1}  # seed: how many times each code cell is executed in a row
 PARALLEL = 2
 # setup(), setup(seed=0), setup(0), setup(seed=0, language="en"): the seed is replaced.
 SETUP_CALL = re.compile(r"(?<![\w.])setup\((?:seed=)?\d*(?P<rest>(?:, )?language=\"[\w-]+\")?\)")
@@ -87,7 +90,7 @@ TEST_NAME = test_lesson_runs_to_the_end_under_another_seed_and_with_cells_rerun.
 
 
 def test_every_run_uses_another_seed_than_the_stored_one_and_one_reruns_each_cell():
-    assert 0 not in RUNS and len(RUNS) >= 3 and max(RUNS.values()) >= 2
+    assert 0 not in RUNS and len(RUNS) >= 2 and max(RUNS.values()) >= 2
 
 
 def test_the_seed_replacement_finds_exactly_one_setup_call():

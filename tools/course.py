@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,14 +144,20 @@ def main(argv: list[str]) -> int:
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
         os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *as_root, *args])
     if command == "test":
-        dev_env()
         colab_python = os.environ.get("COURSE_COLAB_PYTHON")
         if colab_python and not find_python(colab_python):
             print(f"COURSE_COLAB_PYTHON={colab_python} does not run here", flush=True)
             return 2
-        ensure_env(COLAB_VENV, ["requirements-colab.txt"], "constraints-colab.txt",
-                   editable=False, python=colab_python and find_python(colab_python))
-        ensure_chromium()
+        # The two environments and the browser install side by side: mostly downloads and
+        # unpacking, which overlap well on 2 cores.
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            jobs = [pool.submit(dev_env),
+                    pool.submit(ensure_env, COLAB_VENV, ["requirements-colab.txt"],
+                                "constraints-colab.txt", editable=False,
+                                python=colab_python and find_python(colab_python)),
+                    pool.submit(ensure_chromium)]
+            for job in jobs:
+                job.result()
         python = _bin(VENV, "python")
         _run(python, "-m", "ruff", "check", ".")
         if args:
