@@ -46,6 +46,8 @@ BAD_INPUTS = [
     pytest.param(setup, ("1",), {}, TypeError, ("seed", "int", "str '1'"), id="setup: str"),
     pytest.param(setup, (-1,), {}, ValueError, ("seed", "0 to 2**32 - 1", "-1"),
                  id="setup: negative"),
+    pytest.param(setup, (), {"language": "zh"}, ValueError, ("language", "'zh-CN'", "'zh'"),
+                 id="setup: unknown language"),
     pytest.param(claim, (torch.tensor([True, False]), "rows sum to one"), {}, ValueError,
                  ("one truth value", "(2,)", ".all()"), id="claim: a tensor of two"),
     pytest.param(claim, ("yes", "it works"), {}, TypeError, ("bool", "str"), id="claim: a str"),
