@@ -130,17 +130,17 @@ it_attends_to_ball = Exercise(
             "A score is the dot product of the query of 'it' with each key. Which properties "
             "does the key of 'ball' have that the key of 'kitten' does not? "
             "(print(ROUND_SENTENCE) or look at the table at the top of the lesson.)",
-            "得分是“它”的查询与每个键的点积。“球”的键有哪些性质是“小猫”的键没有的？"
+            "分数是“它”的查询与每个键的点积。“球”的键有哪些性质是“小猫”的键没有的？"
             "（print(ROUND_SENTENCE)，或者看本课开头的那张表。）"),
         Bilingual(
             "'ball' is {'noun': 1, 'inanimate': 1}; 'kitten' is {'noun': 1, 'animate': 1}. "
             "Looking for 'noun' alone gives them the same score.",
             "“球”是 {'noun': 1, 'inanimate': 1}；“小猫”是 {'noun': 1, 'animate': 1}。"
-            "只寻找 'noun'（名词）会让它们得分相同。"),
+            "只寻找 'noun'（名词）会让它们分数相同。"),
         Bilingual(
             "With the 1/√8 scale a score gap of about 5 gives the winner more than half the "
             "weight: try {'noun': 2, 'inanimate': 5.5}.",
-            "在 1/√8 缩放下，得分相差约 5 就能让胜出者拿到一半以上的权重："
+            "在 1/√8 缩放下，分数相差约 5 就能让胜出者拿到一半以上的权重："
             "试试 {'noun': 2, 'inanimate': 5.5}。"),
     ),
 )

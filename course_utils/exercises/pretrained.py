@@ -64,7 +64,7 @@ def _variant(x, attention_mask, attn, head, *, scale=None, columns=None, bias=Tr
 _SLIPS = [
     (dict(scale=1.0), Bilingual(
         "you did not scale the scores: divide q kᵀ by sqrt(d_k)",
-        "你没有缩放得分：请把 q kᵀ 除以 sqrt(d_k)")),
+        "你没有缩放分数：请把 q kᵀ 除以 sqrt(d_k)")),
     ("sqrt_d_model", Bilingual(
         "you scaled by 1/sqrt(d_model); each head compares vectors of width d_k, "
         "so divide by sqrt(d_k) = sqrt(d_model / num_heads)",
@@ -89,7 +89,7 @@ _SLIPS = [
     (dict(mask="after softmax"), Bilingual(
         "rows do not sum to 1: the padding was zeroed after the "
         "softmax. Fill the padded keys' scores with -inf before it",
-        "各行之和不为 1：填充是在 softmax 之后才置零的。请在 softmax 之前把填充键的得分填成 -inf")),
+        "各行之和不为 1：填充是在 softmax 之后才置零的。请在 softmax 之前把填充键的分数填成 -inf")),
 ]
 _OVER_QUERIES = Bilingual(
     "the softmax runs over the queries (dim=-2), so columns sum to 1 instead of "
@@ -195,7 +195,7 @@ def _check_one_head_weights(answer):
                 "axis, attention_mask[:, None, :]) by filling their scores with -inf before "
                 "the softmax",
                 "填充键分到了权重：掩码必须去掉填充*键*（最后一个轴，attention_mask[:, None, :]），"
-                "做法是在 softmax 之前把它们的得分填成 -inf"))
+                "做法是在 softmax 之前把它们的分数填成 -inf"))
         with torch.no_grad():
             for other in range(num_heads):
                 theirs = _one_head_weights_reference(x, attention_mask, attn, other).double()
@@ -215,7 +215,7 @@ def _check_one_head_weights(answer):
                 f"rows sum to between {low:.2f} and "
                 f"{high:.2f}, not 1: are these the scores before the softmax?",
                 f"各行之和在 {low:.2f} 到 {high:.2f} 之间，而不是 1："
-                "这些是 softmax 之前的得分吗？"))
+                "这些是 softmax 之前的分数吗？"))
         expect_close(result, expected, Bilingual(
             f"head {head}'s weights (d_model={d_model}, {num_heads} heads)",
             f"第 {head} 个头的权重（d_model={d_model}，共 {num_heads} 个头）"))

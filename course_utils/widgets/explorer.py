@@ -377,8 +377,8 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     """
     e = html.escape
     query_word = e(state.tokens[state.query])
-    scale = (text(f"scores ÷ √{d_k}", f"得分 ÷ √{d_k}") if state.scaled
-             else text("scores not scaled", "得分未缩放"))
+    scale = (text(f"scores ÷ √{d_k}", f"分数 ÷ √{d_k}") if state.scaled
+             else text("scores not scaled", "分数未缩放"))
     # The mask is named only when it is on: lessons before 05 show no mask at all.
     mask = text("causal mask on · ", "因果掩码已开启 · ") if state.causal else ""
     settings = f"{mask}{scale}" if settings is None else html.escape(settings)
@@ -471,7 +471,7 @@ UI_TEXT = {
     "step_next": ("step ▶", "下一步 ▶"),
     "computation": ("The computation for the query:", "这个查询的计算过程："),
     "step_names": (["scores q·k", "× scale", "mask", "softmax", "weighted sum of values"],
-                   ["得分 q·k", "× 缩放", "掩码", "softmax", "对值加权求和"]),
+                   ["分数 q·k", "× 缩放", "掩码", "softmax", "对值加权求和"]),
     "edit": ("Edit what the query looks for: ", "编辑这个查询要找的特征："),
     "reset": ("back to the hand-set vectors", "恢复手工设定的向量"),
     "editor_note": ("The query of the clicked word, feature by feature. Rows you edit are "
@@ -486,8 +486,8 @@ UI_TEXT = {
                    "模型视图：每一层的每一个头（行是层，列是头）。点击一张小图，"
                    "即可在上方打开它。"),
     "causal_on": ("causal mask on", "因果掩码已开启"),
-    "scaled": ("scores ÷ √{0}", "得分 ÷ √{0}"),
-    "not_scaled": ("scores not scaled", "得分未缩放"),
+    "scaled": ("scores ÷ √{0}", "分数 ÷ √{0}"),
+    "not_scaled": ("scores not scaled", "分数未缩放"),
     "row_title": ("query {0} · {1}", "查询 {0} · {1}"),
     "masked": (" (masked)", "（已被掩码遮住）"),
     "summary": ("largest weight {0} on {1} · row entropy {2} nats (uniform: {3})",
@@ -496,7 +496,7 @@ UI_TEXT = {
                    "把鼠标悬停在某个键上，查看它的那一列：每个查询从它那里取了多少。"),
     "column": ("column of key {0}: the weight each query gives it",
                "键 {0} 的那一列：每个查询给它的权重"),
-    "score_qk": ("score q·k", "得分 q·k"),
+    "score_qk": ("score q·k", "分数 q·k"),
     "mask": ("mask", "掩码"),
     "softmax_weight": ("softmax weight", "softmax 权重"),
     "output": ("output of {0} = Σ weight × value = [{1}]", "{0} 的输出 = Σ 权重 × 值 = [{1}]"),
