@@ -202,7 +202,7 @@ class Exercise:
         """Return the verdict for ``answer`` without printing."""
         if answer is None:
             return Verdict(NOT_ATTEMPTED, text(f"write your solution for '{self.title}' first",
-                                               f"请先写出「{self.title}」的解答"))
+                                               f"请先写出“{self.title}”的解答"))
         with _GlobalRandomState():
             try:
                 self.checker(answer)
@@ -223,7 +223,7 @@ class Exercise:
                     "bug in the course, not in your answer: please report it.",
                     f"检查程序自身出错了（{type(error).__name__}：{error}）。这是课程的 bug，"
                     "不是你的答案有问题：请报告给我们。"))
-        return Verdict(CORRECT, text(f"'{self.title}' works", f"「{self.title}」通过"))
+        return Verdict(CORRECT, text(f"'{self.title}' works", f"“{self.title}”通过"))
 
     def check(self, answer) -> None:
         """Print the verdict for the learner's ``answer`` (a function)."""
