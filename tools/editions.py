@@ -4,8 +4,12 @@ An English lesson ``notebooks/NN_slug.ipynb`` has a Chinese twin
 ``notebooks/zh-CN/NN_slug.ipynb``. The twins must have the same cells and the same code:
 only prose (markdown), string literals (labels, titles, messages) and comments may differ.
 Where a code cell's string literals are the same in both editions, its stored outputs
-must be the same too; where they differ (a translated label or message), the outputs must
-still hold the same numbers: no number may depend on the language.
+must be the same too, unless course_utils printed them in the course language (an
+exercise's verdict); where they differ (a translated label or message), the outputs must
+still hold the same numbers: no number may depend on the language. Cells whose outputs
+nbval does not compare (timings) are exempt. The twins also state the same run time, the
+Chinese prose uses the glossary's terms, keeps each paragraph on one line, and no stored
+output warns of a glyph missing from the font.
 
     python -m tools.editions          # list every difference, exit 1 if there is one
     python -m tools.editions --join-lines   # first join the Chinese prose's soft-wrapped lines
