@@ -43,11 +43,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run one of the suite's two lanes (see tests/notebook_plugin.py)")
 
 
+def _lesson_in_second_lane(path: Path) -> bool:
+    return edition_of(path) == "zh-CN"
+
+
 def in_second_lane(item: pytest.Item) -> bool:
     """The Chinese edition's notebook runs (nbval, JupyterLab) and the Colab-alone runs."""
     path = Path(item.path)
     if path.suffix == ".ipynb":
-        return edition_of(path) == "zh-CN"
+        return _lesson_in_second_lane(path)
     if path.name == "test_colab.py":
         return True
     return path.name == "test_browser.py" and "zh-CN" in item.nodeid
@@ -63,7 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _lesson_in_lane(path: Path, lane: str | None) -> bool:
-    return lane is None or (edition_of(path) == "zh-CN") == (lane == "2")
+    return lane is None or _lesson_in_second_lane(path) == (lane == "2")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -420,6 +420,15 @@ def assert_shows(page, expected) -> None:
 
 
 
+def pronoun_example_of(edition: str):
+    """The explorer's sentence as that edition shows it (same vectors, its own words)."""
+    set_language(edition)
+    try:
+        return pronoun_example()
+    finally:
+        set_language("en")
+
+
 # The words the test clicks, in each edition's sentence.
 KITTEN_AND_BALL = {"en": ("kitten", "ball"), "zh-CN": ("小猫", "球")}
 
@@ -432,9 +441,7 @@ def test_explorer_notebook_runs_and_the_explorer_responds_to_clicks(page, lab, c
     check_runs_cleanly(page, lab, notebook)
     if SCREENSHOTS_OF_PASSING:
         full_page_screenshot(page, screenshot_name(notebook))
-    set_language(edition)  # the edition's sentence, with the same vectors
-    example = pronoun_example()
-    set_language("en")
+    example = pronoun_example_of(edition)
     explorer = page.locator(".attn-explorer").first
     tokens = explorer.locator(".attn-explorer-token")
 

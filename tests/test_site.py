@@ -21,9 +21,14 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 
-from course_utils.language import set_language
-from course_utils.widgets.explorer import explorer_state, pronoun_example
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, CLICK_LATENCY_JS, _require_chromium
+from course_utils.widgets.explorer import explorer_state
+from tests.test_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CLICK_LATENCY_JS,
+    _require_chromium,
+    pronoun_example_of,
+)
 from tools import site
 from tools.lessons import EDITIONS, NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths
 
@@ -267,9 +272,7 @@ def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys, ed
     try:
         page = visit.page
         page.wait_for_selector(".attn-explorer .attn-explorer-row", timeout=10_000)
-        set_language(edition)
-        example = pronoun_example()
-        set_language("en")
+        example = pronoun_example_of(edition)
         tokens = page.locator(".attn-explorer").first.locator(".attn-explorer-token")
         assert [t.strip() for t in tokens.all_inner_texts()] == list(example.tokens)
         row = shown_row(page)
