@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import diagnostics as probes
-from course_utils.language import Bilingual
+from course_utils.language import N_, Message
 
 
 def correct_attention(q, k, v, mask=None):
@@ -189,7 +189,7 @@ class Bug:
     :meth:`build`).
     """
 
-    name: Bilingual
+    name: Message
     implementation: Callable
     caught_by: str
 
@@ -206,22 +206,22 @@ class Bug:
 
 
 BUGS = (
-    Bug(Bilingual("softmax over the wrong dim", "softmax 用错了维度"),
+    Bug(N_("softmax over the wrong dim"),
         softmax_over_wrong_dim, probes.ROWS_SUM_TO_1),
-    Bug(Bilingual("mask applied after the softmax", "掩码加在了 softmax 之后"),
+    Bug(N_("mask applied after the softmax"),
         mask_after_softmax, probes.ROWS_SUM_TO_1),
-    Bug(Bilingual("missing 1/sqrt(d_k) scale", "缺少缩放因子 1/sqrt(d_k)"),
+    Bug(N_("missing 1/sqrt(d_k) scale"),
         missing_scale, probes.SCORE_SCALE),
-    Bug(Bilingual("one shared W for Q, K and V", "Q、K、V 共用一个 W"),
+    Bug(N_("one shared W for Q, K and V"),
         SharedWeightSelfAttention, probes.SHARED_QKV),
-    Bug(Bilingual("mask broadcast over the wrong axis", "掩码沿错误的轴广播"),
+    Bug(N_("mask broadcast over the wrong axis"),
         mask_on_wrong_axis, probes.MASKED_WEIGHTS),
-    Bug(Bilingual("K transposed on the wrong dims", "K 转置错了维度"),
+    Bug(N_("K transposed on the wrong dims"),
         k_transposed_on_wrong_dims, probes.SHAPES),
-    Bug(Bilingual("inverted padding mask", "填充掩码取反了"),
+    Bug(N_("inverted padding mask"),
         inverted_padding_mask, probes.MASKED_WEIGHTS),
-    Bug(Bilingual("-1e9 fill in float16", "float16 下用 -1e9 填充"),
+    Bug(N_("-1e9 fill in float16"),
         float16_fill_overflow, probes.FLOAT16_MASKING),
-    Bug(Bilingual("hand-written softmax", "手写的 softmax"),
+    Bug(N_("hand-written softmax"),
         hand_written_softmax, probes.NAN_INF),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
 
-from course_utils.language import text
+from course_utils.language import _, pgettext
 
 _HIGHLIGHT = "tab:red"
 _COLOURS = {"input": "#dbe9f6", "projection": "#fde9c9", "scores": "#f6d5d5",
@@ -35,8 +35,8 @@ _SUBSCRIPT_DIGITS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"
 
 
 def _plain(name: str, index: int) -> str:
-    """``name`` with ``index`` as Unicode subscripts, e.g. "h₁₂": for text that mixes Chinese
-    with a symbol (mathtext has no font fallback, so ``$h_{12}$`` there would lose the Chinese)."""
+    """``name`` with ``index`` as Unicode subscripts, e.g. "h₁₂": for a symbol inside a translated
+    sentence (mathtext has no font fallback, so ``$h_{12}$`` there would lose a CJK script)."""
     return name + str(index).translate(_SUBSCRIPT_DIGITS)
 
 
@@ -103,11 +103,10 @@ def relay_vs_all_pairs(seq_len: int = 6):
         _arrow(relay, (t, 0.25), (t, 1.0), colour=_HIGHLIGHT if on_path else "0.6")
         if t > 1:
             _arrow(relay, (t - 0.72, 1.3), (t - 0.28, 1.3), colour=_HIGHLIGHT)
-    relay.set_title(text("RNN: each step hands everything on to the next",
-                         "RNN：每一步把全部信息交给下一步"), fontsize=11)
+    relay.set_title(_("RNN: each step hands everything on to the next"), fontsize=11)
     relay.text((1 + seq_len) / 2, 1.85,
-               text(f"$x_1$ reaches $h_{{{seq_len}}}$ after {seq_len - 1} hand-overs",
-                    f"{_plain('x', 1)} 经过 {seq_len - 1} 次传递才到达 {_plain('h', seq_len)}"),
+               _("{x} reaches {h} after {hand_overs} hand-overs").format(
+                   x=_plain("x", 1), h=_plain("h", seq_len), hand_overs=seq_len - 1),
                ha="center", fontsize=10, color=_HIGHLIGHT)
 
     for i in range(1, seq_len + 1):
@@ -118,11 +117,10 @@ def relay_vs_all_pairs(seq_len: int = 6):
             if (i, j) != (last, 1):
                 links.plot([j, i], [0.25, 1.05], color="0.75", linewidth=0.8, zorder=0)
     _arrow(links, (1, 0.25), (last, 1.05), colour=_HIGHLIGHT)
-    links.set_title(text("self-attention: every pair linked directly",
-                         "自注意力：任意两个位置直接相连"), fontsize=11)
+    links.set_title(_("self-attention: every pair linked directly"), fontsize=11)
     links.text((1 + seq_len) / 2, 1.85,
-               text(f"$x_1$ reaches $y_{{{seq_len}}}$ in 1 step, at any distance",
-                    f"{_plain('x', 1)} 只需 1 步就到达 {_plain('y', seq_len)}，距离多远都一样"),
+               _("{x} reaches {y} in 1 step, at any distance").format(
+                   x=_plain("x", 1), y=_plain("y", seq_len)),
                ha="center", fontsize=10, color=_HIGHLIGHT)
     return fig
 
@@ -146,25 +144,23 @@ def single_head_flow(seq_len="seq_len", d_model="d_model", d_k="d_k", d_v="d_v")
     for name, centre, width in (("Q", q, d_k), ("K", k, d_k), ("V", v, d_v)):
         _box(ax, centre, f"{name} = X W_{name}", _shape(n, width), "projection", width=2.2)
         _arrow(ax, (x[0] + 1.1, x[1]), (centre[0] - 1.1, centre[1]))
-    _box(ax, scores, text("scores = QKᵀ / √d_k", "分数 = QKᵀ / √d_k"), _shape(n, n), "scores",
+    _box(ax, scores, _("scores = QKᵀ / √d_k"), _shape(n, n), "scores",
          width=2.6)
     _arrow(ax, (q[0] + 1.1, q[1]), (scores[0] - 1.3, scores[1] + 0.2))
     _arrow(ax, (k[0] + 1.1, k[1]), (scores[0] - 1.3, scores[1] - 0.2))
-    _box(ax, weights, text("weights", "注意力权重"), _shape(n, n), "scores", width=2.6)
-    ax.text(weights[0], weights[1] + 0.55, text("each row sums to 1", "每一行之和为 1"),
+    _box(ax, weights, pgettext("figure", "weights"), _shape(n, n), "scores", width=2.6)
+    ax.text(weights[0], weights[1] + 0.55, _("each row sums to 1"),
             ha="center", fontsize=8.5, color="0.3")
     _arrow(ax, (scores[0] + 1.3, scores[1]), (weights[0] - 1.3, weights[1]),
-           label=text("softmax over\nthe keys", "沿键的方向\n做 softmax"),
+           label=_("softmax over\nthe keys"),
            label_offset=(0.0, 0.08))
-    _box(ax, output, text("output = weights V", "输出 = 权重 V"), _shape(n, d_v), "output",
+    _box(ax, output, _("output = weights V"), _shape(n, d_v), "output",
          width=2.6)
     _arrow(ax, (weights[0], weights[1] - 0.4), (output[0], output[1] + 0.4))
     _arrow(ax, (v[0] + 1.1, v[1]), (output[0] - 1.3, output[1]),
-           label=text("each output row: a weighted average of the rows of V",
-                      "输出的每一行：V 各行的加权平均"),
+           label=_("each output row: a weighted average of the rows of V"),
            label_offset=(0.0, 0.06))
-    ax.set_title(text("One attention head: Attention(Q, K, V) = softmax(QKᵀ / √d_k) V",
-                      "单个注意力头：Attention(Q, K, V) = softmax(QKᵀ / √d_k) V"),
+    ax.set_title(_("One attention head: Attention(Q, K, V) = softmax(QKᵀ / √d_k) V"),
                  fontsize=11)
     return fig
 
@@ -210,39 +206,37 @@ def multi_head_flow(num_heads=4, seq_len="seq_len", d_model="d_model", d_k=None,
     _box(ax, qkv, "Q, K, V", _shape(*batch, n, d_model_text), "projection", width=w)
     _arrow(ax, (x[0] + w / 2, x[1]), (qkv[0] - w / 2, qkv[1]), label="W_Q, W_K, W_V",
            label_offset=(0.0, -0.75))
-    ax.text(5.9, 4.6, text(f"split the features into {h} heads", f"把特征拆分成 {h} 个头")
+    ax.text(5.9, 4.6, _("split the features into {h} heads").format(h=h)
             + f"\n{_shape(*batch, h, n, d_k_text)}", ha="center", va="center", fontsize=9,
             color="0.25")
 
     ys = [middle + 1.4 - 2.8 * i / max(shown_heads - 1, 1) for i in range(shown_heads)]
     if shown_heads == 1:
         ys = [middle]
-    labels = [text(f"head {i + 1}", f"头 {i + 1}") for i in range(shown_heads)]
+    labels = [_("head {number}").format(number=i + 1) for i in range(shown_heads)]
     more = not (isinstance(num_heads, int) and num_heads == shown_heads)
     if more and shown_heads > 1:
-        labels[-1] = text(f"head {h}", f"头 {h}")
+        labels[-1] = _("head {h}").format(h=h)
     for y, label in zip(ys, labels, strict=True):
         centre = (7.3, y)
-        _box(ax, centre, text(f"{label}: attention", f"{label}：注意力"),
+        _box(ax, centre, _("{label}: attention").format(label=label),
              _shape(*batch, n, d_k_text), "scores",
              width=w, height=0.75)
         _arrow(ax, (qkv[0] + w / 2, qkv[1]), (centre[0] - w / 2, y), colour="0.5")
         _arrow(ax, (centre[0] + w / 2, y), (concat[0] - w / 2, concat[1]), colour="0.5")
     if more and shown_heads > 1:
         ax.text(7.3, (ys[-2] + ys[-1]) / 2, "⋮", ha="center", va="center", fontsize=14)
-    ax.text(7.3, 0.25, text(f"each head: softmax(Q_i K_iᵀ / √{d_k_text}) V_i, "
-                            f"weights {_shape(*batch, n, n)}",
-                            f"每个头：softmax(Q_i K_iᵀ / √{d_k_text}) V_i，"
-                            f"权重 {_shape(*batch, n, n)}"),
+    ax.text(7.3, 0.25, _(
+        "each head: softmax(Q_i K_iᵀ / √{d_k_text}) V_i, weights {shape}").format(
+        d_k_text=d_k_text, shape=_shape(*batch, n, n)),
             ha="center", fontsize=8.5, color="0.35")
-    _box(ax, concat, text("concatenate", "拼接"), _shape(*batch, n, concat_width), "plain",
+    _box(ax, concat, _("concatenate"), _shape(*batch, n, concat_width), "plain",
          width=w)
-    _box(ax, output, text("output", "输出"), _shape(*batch, n, d_model_text), "output",
+    _box(ax, output, _("output"), _shape(*batch, n, d_model_text), "output",
          width=w)
     _arrow(ax, (concat[0] + w / 2, concat[1]), (output[0] - w / 2, output[1]), label="W_O")
     ax.text(output[0], output[1] - 0.75, f"W_O {_shape(concat_width, d_model_text)}",
             ha="center", fontsize=8, color="0.35")
-    ax.set_title(text(
-        "Multi-head attention: split, attend per head, concatenate, project with W_O",
-        "多头注意力：拆分成多个头，各头分别计算注意力，拼接，再用 W_O 投影"), fontsize=11)
+    ax.set_title(_("Multi-head attention: split, attend per head, concatenate, project with W_O"),
+                 fontsize=11)
     return fig

@@ -1,81 +1,190 @@
-"""The course's two editions: which language messages use, and a CJK font for figures.
+"""The course's editions: the language of every text the package shows, and their fonts.
 
-English is the default. ``set_language("zh-CN")`` switches the messages that support it
-(``text(en=..., zh=...)``) to Simplified Chinese and makes matplotlib able to draw Chinese:
-it registers Noto Sans SC from the ``zhplot`` package (a pip-installed font, so Linux,
-macOS, Windows and Colab draw the same glyphs) as a fallback after the usual Latin font.
+English is the source language: learner-facing text is written in English in the code and
+marked for translation, and the English text is the message id. Every other edition has a
+folder ``course_utils/locale/<edition>/`` with
+
+- ``course_utils.po`` / ``.mo``: the gettext catalogue (``python3 tools/course.py
+  catalogue`` extracts the messages with Babel and compiles the ``.mo`` the standard
+  library reads here);
+- ``edition.json``: what the edition needs beyond words: a font for figures (a pip
+  package, so every platform and Colab draw the same glyphs) and the examples that are
+  about language (``example_words``).
+
+Adding an edition is adding such a folder (and its notebooks and glossary column): no
+module changes. ``set_language`` lists what it finds.
+
+Two ways to mark a message:
+
+- ``_("query {word}").format(word=...)``: translated now, for text made when it is shown;
+- ``N_("Measure Var(q·k)")``: a :class:`Message` translated each time it is shown, for
+  text made at import (an exercise's title and hints, a module's labels);
+- ``pgettext("figure", "weights")``: where the same English needs other words elsewhere.
+
+Placeholders are named (``{word}``, ``{gap:.3g}``) so a translation may reorder them.
 """
 
 from __future__ import annotations
 
+import gettext
 import importlib.util
-from dataclasses import dataclass
+import json
+from functools import cache
 from pathlib import Path
 
 import matplotlib
 from matplotlib import font_manager
 
-LANGUAGES = ("en", "zh-CN")
-CJK_FONT = "Noto Sans SC"
-_state = {"language": "en"}
+ENGLISH = "en"
+LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+DOMAIN = "course_utils"
+_state = {"language": ENGLISH}
+
+
+def available_languages() -> tuple[str, ...]:
+    """English, then every edition with a compiled catalogue in ``locale/``."""
+    return (ENGLISH, *sorted(path.parent.name for path in LOCALE_DIR.glob(f"*/{DOMAIN}.mo")))
+
+
+@cache
+def _catalogue(language: str) -> gettext.NullTranslations:
+    if language == ENGLISH:
+        return gettext.NullTranslations()
+    with (LOCALE_DIR / language / f"{DOMAIN}.mo").open("rb") as file:
+        return gettext.GNUTranslations(file)
+
+
+@cache
+def edition(language: str) -> dict:
+    """An edition's settings from its ``edition.json`` (English has none: ``{}``)."""
+    path = LOCALE_DIR / language / "edition.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def require_language(language) -> str:
+    """``language`` if it names an edition; a ValueError naming the editions otherwise."""
+    languages = available_languages()
+    if not isinstance(language, str) or language not in languages:
+        raise ValueError(f"language should be one of {languages}, got {language!r}")
+    return language
 
 
 def set_language(language: str) -> None:
-    """Use ``language`` ("en" or "zh-CN") for messages; "zh-CN" also sets up the CJK font."""
-    if language not in LANGUAGES:
-        raise ValueError(f"language should be one of {LANGUAGES}, got {language!r}")
-    _state["language"] = language
-    if language == "zh-CN":
-        use_cjk_font()
+    """Show every text the package makes in ``language`` (``available_languages()``) and
+    let figures draw its script with the edition's font."""
+    _state["language"] = require_language(language)
+    if edition(language).get("figure_font"):
+        use_edition_font(language)
 
 
 def current_language() -> str:
     return _state["language"]
 
 
-def text(en: str, zh: str) -> str:
-    """The message in the current language (for text made when it is shown)."""
-    return zh if _state["language"] == "zh-CN" else en
+def translate(message: str, language: str | None = None) -> str:
+    """``message`` (its English text) in ``language`` (default: the current one)."""
+    return _catalogue(require_language(language or _state["language"])).gettext(message)
 
 
-@dataclass(frozen=True)
-class Bilingual:
-    """A text written once in both languages, shown in whichever is current when printed.
+def _(message: str) -> str:
+    """``message`` in the current language: mark text made when it is shown."""
+    return _catalogue(_state["language"]).gettext(message)
 
-    For text made before the learner picks a language (an exercise's title and hints, a
-    module's labels): ``str()`` and f-strings read the language at that moment.
+
+def pgettext(context: str, message: str) -> str:
+    """``message`` in the current language where the same English needs another word in
+    ``context`` (a figure's label, say, or a value named in a checker's message)."""
+    return _catalogue(_state["language"]).pgettext(context, message)
+
+
+def join_sentences(sentences) -> str:
+    """Sentences one after the other, as the current language writes them: separated by a
+    space in English, with none in Chinese (each translation says how)."""
+    sentences = [str(sentence) for sentence in sentences]
+    if not sentences:
+        return ""
+    text = sentences[0]
+    for sentence in sentences[1:]:
+        text = _("{sentence} {next_sentence}").format(sentence=text, next_sentence=sentence)
+    return text
+
+
+class Message:
+    """A text written in English and shown in whichever language is current when shown.
+
+    For text made before the learner picks a language: ``str()``, ``format()`` and
+    f-strings translate at that moment; ``english`` is the message id.
     """
 
-    en: str
-    zh: str
+    __slots__ = ("english",)
+
+    def __init__(self, english: str):
+        if not isinstance(english, str):
+            raise TypeError(f"a message should be a str, got {type(english).__name__}")
+        self.english = english
 
     def __str__(self) -> str:
-        return text(self.en, self.zh)
+        return _(self.english)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def format(self, *args, **kwargs) -> str:
+        return str(self).format(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"N_({self.english!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Message) and other.english == self.english
+
+    def __hash__(self) -> int:
+        return hash(self.english)
 
 
-def in_english(message) -> str:
-    """The English form of a str or :class:`Bilingual` (names that must not change)."""
-    return message.en if isinstance(message, Bilingual) else str(message)
+def N_(message: str) -> Message:  # noqa: N802 (gettext's name for a deferred message)
+    """Mark ``message`` for translation when it is shown (see :class:`Message`)."""
+    return Message(message)
 
 
-def cjk_font_path() -> Path:
-    """Where the pip-installed Noto Sans SC lies (package ``zhplot``)."""
-    spec = importlib.util.find_spec("zhplot")
+def in_english(message: str | Message) -> str:
+    """The English form of a str or :class:`Message` (names that must not change)."""
+    return message.english if isinstance(message, Message) else str(message)
+
+
+def example_words(name: str, english: tuple[str, ...]) -> tuple[str, ...]:
+    """The current edition's words for the example ``name`` (an example about language,
+    such as the explorer's pronoun sentence), or ``english`` where it has none."""
+    words = edition(_state["language"]).get("examples", {}).get(name)
+    if words is None:
+        return tuple(english)
+    if len(words) != len(english):
+        raise ValueError(f"edition {_state['language']!r}: example {name!r} should have "
+                         f"{len(english)} words, one per English word, got {len(words)}")
+    return tuple(words)
+
+
+def edition_font_path(language: str) -> Path:
+    """Where the pip-installed font of ``language``'s figures lies."""
+    font = edition(language)["figure_font"]
+    spec = importlib.util.find_spec(font["package"])
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(
-            "the Chinese edition draws Chinese text with the font of the package 'zhplot': "
-            "pip install zhplot")
-    return Path(spec.origin).parent / "fonts" / "NotoSansSC-Regular.ttf"
+            f"the {language} edition draws its text with the font of the package "
+            f"{font['package']!r}: pip install {font['package']}")
+    return Path(spec.origin).parent / font["file"]
 
 
-def use_cjk_font() -> None:
-    """Let matplotlib draw Chinese: Noto Sans SC after the usual sans-serif font.
+def use_edition_font(language: str) -> None:
+    """Let matplotlib draw ``language``'s script: its font after the usual sans-serif one.
 
     Latin letters and digits keep the default font (DejaVu Sans); a glyph it lacks falls
-    back to Noto Sans SC, so mixed labels such as "注意力权重 (n_q, n_k)" draw completely.
+    back to the edition's font, so labels that mix a CJK script with "(n_q, n_k)" draw
+    completely.
     """
-    font_manager.fontManager.addfont(str(cjk_font_path()))
+    family = edition(language)["figure_font"]["family"]
+    font_manager.fontManager.addfont(str(edition_font_path(language)))
     # A generic family stands for its first installed font only, so the fallback must be
     # named in font.family itself for matplotlib to try it glyph by glyph.
-    families = [name for name in matplotlib.rcParams["font.family"] if name != CJK_FONT]
-    matplotlib.rcParams["font.family"] = [*families, CJK_FONT]
+    families = [name for name in matplotlib.rcParams["font.family"] if name != family]
+    matplotlib.rcParams["font.family"] = [*families, family]

@@ -1,15 +1,32 @@
-"""What every lesson uses: the setup call, the thread setting, and ``claim`` for checked prose."""
+"""What every lesson uses: the setup call, the seeds of its training runs, and ``claim``.
+
+Every random choice of a lesson derives from the seed ``setup()`` was given: the global
+generators (``setup`` seeds them), and every training run and data draw the lesson seeds
+itself, through ``seeds(n)`` and ``lesson_generator(i)``. The stored run is ``setup(seed=0)``; any
+other seed trains other models, which is how the claims audit (``tools/course.py audit``)
+tries every claim on runs nobody looked at.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-from course_utils.checks import require_seed
-from course_utils.language import set_language, text
+from course_utils.checks import require_positive_int, require_seed
+from course_utils.language import _, set_language
+
+# The seed setup() was given: seeds() and lesson_generator() derive the lesson's seeds from it.
+_run = {"seed": 0}
+# Seeds of one run are spaced this far apart, so no two setup seeds share a training seed.
+SEEDS_PER_RUN = 1000
+# Set by the claims audit: claims are recorded there (one JSON line each) and a claim that
+# does not hold is recorded instead of stopping the lesson, so every later claim is tried.
+CLAIMS_LOG = "COURSE_CLAIMS_LOG"
 
 
 @contextmanager
@@ -32,7 +49,7 @@ def setup(seed: int = 0, language: str = "en") -> None:
     saves (on a busy machine, many times more), and one thread makes float reductions add
     up in the same order on every machine, so the printed numbers are reproducible.
     """
-    require_seed("seed", seed)
+    _run["seed"] = require_seed("seed", seed)
     set_language(language)
     random.seed(seed)
     np.random.seed(seed)
@@ -41,8 +58,31 @@ def setup(seed: int = 0, language: str = "en") -> None:
     torch.set_printoptions(precision=3, sci_mode=False, linewidth=100)
     np.set_printoptions(precision=3, suppress=True, linewidth=100)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(text(f"seed {seed}, device {device}, 1 torch thread (every lesson runs on a CPU)",
-               f"随机种子 {seed}，设备 {device}，1 个 torch 线程（每一课都在 CPU 上运行）"))
+    print(_(
+        "seed {seed}, device {device}, 1 torch thread (every lesson runs on a CPU)").format(
+        seed=seed, device=device))
+
+
+def seeds(n: int) -> tuple[int, ...]:
+    """The lesson's ``n`` training seeds, derived from the seed ``setup()`` was given.
+
+    ``setup(seed=0)`` (the stored run) gives ``0, 1, ..., n - 1``; ``setup(seed=s)`` gives
+    ``1000 s, 1000 s + 1, ...``: other models, for claims that must hold on any seed.
+    """
+    n = require_positive_int("n", n)
+    if n > SEEDS_PER_RUN:
+        raise ValueError(f"n should be at most {SEEDS_PER_RUN} seeds, got {n}")
+    base = SEEDS_PER_RUN * _run["seed"]
+    return tuple(base + i for i in range(n))
+
+
+def lesson_generator(index: int = 0) -> torch.Generator:
+    """A ``torch.Generator`` seeded with the lesson's seed number ``index`` (``seeds``): for a
+    data draw or an initialisation that must change with the setup seed and with nothing
+    else (re-running the cell gives the same draw)."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < SEEDS_PER_RUN:
+        raise ValueError(f"index should be an int in 0..{SEEDS_PER_RUN - 1}, got {index!r}")
+    return torch.Generator().manual_seed(SEEDS_PER_RUN * _run["seed"] + index)
 
 
 def claim(holds, statement: str) -> None:
@@ -61,7 +101,16 @@ def claim(holds, statement: str) -> None:
         raise TypeError(f"claim() needs a bool, got {type(holds).__name__}")
     if not isinstance(statement, str) or not statement.strip():
         raise TypeError(f"claim() needs the statement as a non-empty str, got {statement!r}")
+    log = os.environ.get(CLAIMS_LOG)
+    if log:
+        with open(log, "a", encoding="utf-8") as file:
+            file.write(json.dumps({"statement": statement, "holds": bool(holds)},
+                                  ensure_ascii=False) + "\n")
+        if not holds:
+            print(f"✗ {statement}")
+            return
     if not holds:
-        raise AssertionError(text(f"✗ the lesson claims: {statement} — but the code says otherwise",
-                                  f"✗ 课文声称：{statement}——但代码的结果并非如此"))
+        raise AssertionError(_(
+            "✗ the lesson claims: {statement} — but the code says otherwise").format(
+            statement=statement))
     print(f"✓ {statement}")

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from matplotlib.patches import Patch
 
-from course_utils.language import Bilingual, text
+from course_utils.language import N_, Message, _
 
 # Write the numbers into the cells only while they stay readable.
 _MAX_ANNOTATED_CELLS = 100
@@ -24,7 +24,7 @@ NON_FINITE_COLOUR = "#3b7dd8"
 
 
 # The axes' default names, in the course language when the figure is drawn.
-KEY_LABEL, QUERY_LABEL = Bilingual("key", "键"), Bilingual("query", "查询")
+KEY_LABEL, QUERY_LABEL = N_("key"), N_("query")
 
 
 def _as_grid(matrices) -> torch.Tensor:
@@ -46,8 +46,8 @@ def show_heatmaps(
     xlabels: Sequence[str] | None = None,
     ylabels: Sequence[str] | None = None,
     titles: Sequence[str] | None = None,
-    xlabel: str | Bilingual = KEY_LABEL,
-    ylabel: str | Bilingual = QUERY_LABEL,
+    xlabel: str | Message = KEY_LABEL,
+    ylabel: str | Message = QUERY_LABEL,
     cmap: str = "Reds",
     vmin: float | None = 0.0,
     vmax: float | None = None,
@@ -105,7 +105,7 @@ def show_heatmaps(
     fig.colorbar(image, ax=axes, shrink=0.8)
     if not finite.all():
         label = "NaN" if not grid.isinf().any() else ("inf" if not grid.isnan().any()
-                                                      else text("NaN or inf", "NaN 或 inf"))
+                                                      else _("NaN or inf"))
         fig.legend(handles=[Patch(color=NON_FINITE_COLOUR, label=label)], loc="outside lower "
                    "right", fontsize=9, frameon=False)
     return fig

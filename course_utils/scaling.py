@@ -20,7 +20,7 @@ from torch import nn
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import require_positive_int, require_tensor
-from course_utils.language import Bilingual, text
+from course_utils.language import N_, Message, _
 from course_utils.training import fit
 
 SCALE_RULES = ("none", "sqrt", "linear")
@@ -29,7 +29,7 @@ SCALE_RULES = ("none", "sqrt", "linear")
 class _Labels(Mapping):
     """Labels by rule, each read in the course language when looked up (a plain str)."""
 
-    def __init__(self, labels: Mapping[str, Bilingual]):
+    def __init__(self, labels: Mapping[str, Message]):
         self._labels = dict(labels)
 
     def __getitem__(self, rule: str) -> str:
@@ -46,9 +46,9 @@ class _Labels(Mapping):
 
 
 SCALE_LABELS = _Labels({
-    "none": Bilingual("no scaling (× 1)", "不缩放（× 1）"),
-    "sqrt": Bilingual("× 1/√d_k", "× 1/√d_k"),
-    "linear": Bilingual("× 1/d_k", "× 1/d_k"),
+    "none": N_("no scaling (× 1)"),
+    "sqrt": N_("× 1/√d_k"),
+    "linear": N_("× 1/d_k"),
 })
 
 
@@ -130,7 +130,7 @@ def random_rows(d_k: int, n_rows: int = 1000, n_keys: int = 16, seed: int = 0):
 
 def raw_scores(d_k: int, n_rows: int = 1000, n_keys: int = 16, seed: int = 0):
     """Unscaled scores ``q·k`` of random rows: ``(n_rows, 1, n_keys)``."""
-    q, k, _ = random_rows(d_k, n_rows, n_keys, seed)
+    q, k, _values = random_rows(d_k, n_rows, n_keys, seed)
     return q @ k.transpose(-2, -1)  # (n_rows, 1, n_keys)
 
 
@@ -265,7 +265,8 @@ class LookupModel(nn.Module):
         q = self.w_q(x[:, -1:])  # (batch, 1, d_k): only the last token asks
         k = self.w_k(x[:, :-1])  # (batch, n_pairs, d_k)
         v = self.w_v(x[:, :-1])  # (batch, n_pairs, d_model)
-        out, _ = scaled_dot_product_attention(q, k, v, scale=self.scale)  # (batch, 1, d_model)
+        out, _weights = scaled_dot_product_attention(q, k, v, scale=self.scale)
+        # out: (batch, 1, d_model)
         return self.readout(out[:, 0])
 
 
@@ -323,15 +324,15 @@ def plot_variance(table: list[dict]):
     d_ks = [row["d_k"] for row in table]
     fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
     ax.loglog(d_ks, d_ks, color="#c0392b", linewidth=1,
-              label=text("theory: d_k", "理论值：d_k"))
+              label=_("theory: d_k"))
     ax.loglog(d_ks, [1] * len(d_ks), color="#1f77b4", linewidth=1,
-              label=text("theory: 1", "理论值：1"))
+              label=_("theory: 1"))
     ax.loglog(d_ks, [row["unscaled"] for row in table], "o", color="#c0392b",
-              label=text("measured Var(q·k)", "实测 Var(q·k)"))
+              label=_("measured Var(q·k)"))
     ax.loglog(d_ks, [row["scaled"] for row in table], "s", color="#1f77b4",
-              label=text("measured Var(q·k / √d_k)", "实测 Var(q·k / √d_k)"))
+              label=_("measured Var(q·k / √d_k)"))
     ax.set_xlabel("d_k")
-    ax.set_ylabel(text("variance of the scores", "分数的方差"))
+    ax.set_ylabel(_("variance of the scores"))
     ax.legend(fontsize=8)
     return fig
 
@@ -368,9 +369,9 @@ def plot_loss_curves(curves: dict, d_ks: Sequence[int], seed: int = 0, window: i
             smooth = torch.nn.functional.conv1d(losses, kernel)[0, 0]
             ax.plot(range(window, window + len(smooth)), smooth, color=_RULE_STYLE[rule][0],
                     label=SCALE_LABELS[rule])
-        ax.set_title(text(f"d_k = {d_k} (seed {seed})", f"d_k = {d_k}（随机种子 {seed}）"),
+        ax.set_title(_("d_k = {d_k} (seed {seed})").format(d_k=d_k, seed=seed),
                      fontsize=10)
-        ax.set_xlabel(text("training step", "训练步数"))
+        ax.set_xlabel(_("training step"))
         ax.legend(fontsize=8)
-    axes[0, 0].set_ylabel(text(f"loss ({window}-step average)", f"损失（{window} 步滑动平均）"))
+    axes[0, 0].set_ylabel(_("loss ({window}-step average)").format(window=window))
     return fig

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from course_utils import attention, checks, cost, masks, notebook, training, transformer
-from course_utils.notebook import claim, setup
+from course_utils.notebook import claim, lesson_generator, seeds, setup
 from course_utils.training import fit
 
 COVERED_MODULES = [attention, checks, cost, masks, notebook, training, transformer]
@@ -51,6 +51,13 @@ BAD_INPUTS = [
     pytest.param(claim, (torch.tensor([True, False]), "rows sum to one"), {}, ValueError,
                  ("one truth value", "(2,)", ".all()"), id="claim: a tensor of two"),
     pytest.param(claim, ("yes", "it works"), {}, TypeError, ("bool", "str"), id="claim: a str"),
+    pytest.param(seeds, (0,), {}, ValueError, ("n", "positive int", "got 0"), id="seeds: zero"),
+    pytest.param(seeds, (1001,), {}, ValueError, ("n", "at most 1000", "1001"),
+                 id="seeds: too many"),
+    pytest.param(lesson_generator, (-1,), {}, ValueError, ("index", "0..999", "-1"),
+                 id="lesson_generator: negative"),
+    pytest.param(lesson_generator, (1.0,), {}, ValueError, ("index", "int", "1.0"),
+                 id="lesson_generator: float"),
     pytest.param(claim, (True, ""), {}, TypeError, ("statement", "str", "''"),
                  id="claim: empty statement"),
     pytest.param(fit, (_model.weight, _loss, 3), {}, TypeError,

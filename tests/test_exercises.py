@@ -24,7 +24,7 @@ from course_utils.exercises import (
     expect_close,
 )
 from course_utils.exercises.qkv import project_qkv
-from course_utils.language import Bilingual, set_language
+from course_utils.language import N_, set_language, translate
 from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, assert_correct, assert_incorrect
 
 
@@ -183,15 +183,15 @@ def test_the_frameworks_own_messages_follow_the_language(chinese, capsys):
     assert_chinese(str(double.evaluate(None)), "not attempted")
     assert_chinese(str(double.evaluate(stub)), "stub")
     assert_chinese(str(double.evaluate(lambda x: x)), "incorrect")
-    exercise = Exercise("double", _double_checker, lambda x: 2 * x, hints=(
-        Bilingual("x + x", "把 x 加上它自己"),))
+    hint = project_qkv.hints[0]
+    exercise = Exercise("double", _double_checker, lambda x: 2 * x, hints=(hint,))
     exercise.hint()
     exercise.hint()
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "提示 1/1：把 x 加上它自己"
+    assert lines[0] == f"提示 1/1：{translate(hint.english, 'zh-CN')}"
     assert_chinese(lines[1], "after the last hint")
     with pytest.raises(Incorrect) as caught:
-        expect_close(torch.tensor([1.0]), torch.tensor([1.0, 2.0]), Bilingual("x", "输出"))
+        expect_close(torch.tensor([1.0]), torch.tensor([1.0, 2.0]), N_("output"))
     assert str(caught.value).startswith("输出的形状应当是 (2,)")
 
 

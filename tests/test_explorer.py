@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_utils.language import set_language
+from course_utils.language import in_english, set_language, translate
 from course_utils.widgets.explorer import (
     PRONOUN_SENTENCE,
     TEMPERATURES,
@@ -455,15 +455,20 @@ def test_the_pages_words_come_from_python_in_both_languages(chinese):
                      ModelExplorer(list("abcd"), synthetic_attentions(2, 2, 4))):
         ui = payload_of(explorer._repr_html_())["ui"]
         assert set(ui) == set(UI_TEXT)
-        for key, (en, zh) in UI_TEXT.items():
-            assert ui[key] == zh
-            words = " ".join(zh) if isinstance(zh, list) else zh
-            if re.search("[a-z]{2}", str(en)):  # '"{0}"' has no words to translate
+        for key, message in UI_TEXT.items():
+            english = ([in_english(m) for m in message] if isinstance(message, list)
+                       else in_english(message))
+            chinese = ([translate(m, "zh-CN") for m in english] if isinstance(english, list)
+                       else translate(english, "zh-CN"))
+            assert ui[key] == chinese
+            words = " ".join(chinese) if isinstance(chinese, list) else chinese
+            if re.search("[a-z]{2}", str(english)):  # '"{0}"' has no words to translate
                 assert CJK.search(words), key
             assert not _english_left(words.replace("softmax", "")), (key, words)
     set_language("en")
     ui = payload_of(AttentionExplorer()._repr_html_())["ui"]
-    assert ui == {key: en for key, (en, _) in UI_TEXT.items()}
+    assert ui == {key: [in_english(m) for m in message] if isinstance(message, list)
+                  else in_english(message) for key, message in UI_TEXT.items()}
 
 
 def test_the_script_draws_no_english_word_of_its_own():

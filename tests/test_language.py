@@ -39,14 +39,43 @@ def test_without_the_cjk_font_chinese_glyphs_are_missing(restored):
 def test_the_chinese_edition_draws_chinese_and_latin_without_missing_glyphs(restored):
     language.set_language("zh-CN")
     assert _glyph_warnings("注意力权重 attention weights (n_q, n_k) −1.5") == []
-    assert matplotlib.rcParams["font.family"] == ["sans-serif", language.CJK_FONT]
+    family = language.edition("zh-CN")["figure_font"]["family"]
+    assert matplotlib.rcParams["font.family"] == ["sans-serif", family]
 
 
-def test_text_follows_the_language(restored):
-    assert language.text(en="rows sum to 1", zh="每行之和为 1") == "rows sum to 1"
+def test_the_editions_are_english_and_every_catalogue_found():
+    assert language.available_languages() == ("en", "zh-CN")
+
+
+def test_messages_follow_the_language_now_or_when_shown(restored):
+    message = language.N_("query")  # made at import, shown later
+    assert language._("query") == str(message) == f"{message}" == "query"
     language.set_language("zh-CN")
     assert language.current_language() == "zh-CN"
-    assert language.text(en="rows sum to 1", zh="每行之和为 1") == "每行之和为 1"
+    assert language._("query") == str(message) == f"{message:>4}".strip() == "查询"
+    assert language.in_english(message) == "query" and repr(message) == "N_('query')"
+    assert language.translate("query", "en") == "query"
+
+
+def test_placeholders_are_named_so_a_translation_may_move_them(restored):
+    english = language._("head {head}'s weights (d_model={d_model}, {num_heads} heads)")
+    language.set_language("zh-CN")
+    chinese = language._("head {head}'s weights (d_model={d_model}, {num_heads} heads)")
+    sizes = {"head": 2, "d_model": 8, "num_heads": 4}
+    assert english.format(**sizes) == "head 2's weights (d_model=8, 4 heads)"
+    assert chinese.format(**sizes) == "第 2 个头的权重（d_model=8，共 4 个头）"
+
+
+def test_a_message_the_catalogue_lacks_shows_in_english(restored):
+    language.set_language("zh-CN")
+    assert language._("no such message") == "no such message"
+
+
+def test_sentences_join_as_the_language_writes_them(restored):
+    assert language.join_sentences(["One.", "Two."]) == "One. Two."
+    language.set_language("zh-CN")
+    assert language.join_sentences(["一。", "二。"]) == "一。二。"
+    assert language.join_sentences([]) == ""
 
 
 @pytest.mark.parametrize("bad", ["zh", "fr", "", None, 1])
@@ -58,7 +87,17 @@ def test_an_unknown_language_is_named(bad, restored):
 def test_a_missing_font_package_says_what_to_install(monkeypatch):
     monkeypatch.setattr(language.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModuleNotFoundError, match="pip install zhplot"):
-        language.cjk_font_path()
+        language.edition_font_path("zh-CN")
+
+
+def test_an_editions_example_words_must_match_the_english_ones(restored, monkeypatch):
+    english = ("the", "kitten")
+    assert language.example_words("pronoun_sentence", english) == english
+    language.set_language("zh-CN")
+    monkeypatch.setitem(language.edition("zh-CN")["examples"], "two", ["一"])
+    with pytest.raises(ValueError, match="should have 2 words"):
+        language.example_words("two", english)
+    assert language.example_words("not translated", english) == english
 
 
 def test_the_chinese_pronoun_example_has_the_same_weights_with_chinese_words(restored):

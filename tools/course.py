@@ -10,6 +10,8 @@ only when a requirements or constraints file changed.
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
+    catalogue        update every edition's message catalogue from the code and compile it
+                     (see tools/catalogue.py); --check lists what is stale or untranslated
     compat [PYTHON]  the unit tests once more in .venv-compat on another Python
                      (default python3.10, the lowest supported)
     site             build the offline course website into build/site/ (see tools/site.py)
@@ -196,6 +198,9 @@ def main(argv: list[str]) -> int:
     if command == "sync":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
+    if command == "catalogue":
+        dev_env()
+        return subprocess.run([_bin(VENV, "python"), "-m", "tools.catalogue", *args]).returncode
     if command == "site":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.site"]).returncode

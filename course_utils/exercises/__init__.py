@@ -12,7 +12,7 @@ NumPy's and torch's global random state, so checking never reseeds the learner's
 Every exercise registers itself: :func:`all_exercises` lists them for the tests.
 
 Messages follow the course language (``setup(language="zh-CN")`` for the Chinese edition):
-checkers write ``text(en=..., zh=...)``, titles and hints ``Bilingual(en, zh)``.
+checkers write ``text(en=..., zh=...)``, titles and hints ``Message(en, zh)``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from course_utils.language import Bilingual, in_english, text
+from course_utils.language import Message, _, in_english
 
 NOT_ATTEMPTED = "not attempted"
 INCORRECT = "incorrect"
@@ -56,10 +56,10 @@ class Verdict:
     message: str
 
     def __str__(self) -> str:
-        mark = {CORRECT: text("✓ Correct", "✓ 正确"), INCORRECT: text("✗ Incorrect", "✗ 不正确"),
-                NOT_ATTEMPTED: text("… Not attempted", "… 尚未作答"),
-                CHECKER_FAILED: text("⚠ Checker failed", "⚠ 检查程序出错")}
-        return f"{mark[self.status]}{text(': ', '：')}{self.message}"
+        mark = {CORRECT: _("✓ Correct"), INCORRECT: _("✗ Incorrect"),
+                NOT_ATTEMPTED: _("… Not attempted"),
+                CHECKER_FAILED: _("⚠ Checker failed")}
+        return _("{mark}: {message}").format(mark=mark[self.status], message=self.message)
 
 
 def _cloned(value):
@@ -94,23 +94,22 @@ def attempt(answer: Callable, *args, **kwargs):
 def expect_shape(value, shape: Sequence[int], what: str) -> None:
     """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``."""
     if not isinstance(value, torch.Tensor):
-        raise Incorrect(text(f"{what} should be a torch.Tensor, got {type(value).__name__}",
-                             f"{what}应当是 torch.Tensor，实际得到 {type(value).__name__}"))
+        raise Incorrect(_(
+            "{what} should be a torch.Tensor, got {kind}").format(
+            what=what, kind=type(value).__name__))
     if tuple(value.shape) != tuple(shape):
-        raise Incorrect(text(
-            f"{what} should have shape {tuple(shape)}, got {tuple(value.shape)}",
-            f"{what}的形状应当是 {tuple(shape)}，实际是 {tuple(value.shape)}"))
+        raise Incorrect(_(
+            "{what} should have shape {shape}, got {value_shape}").format(
+            what=what, shape=tuple(shape), value_shape=tuple(value.shape)))
 
 
 def expect_finite(value: torch.Tensor, what: str) -> None:
     """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here)."""
     if value.is_floating_point() and not torch.isfinite(value).all():
         bad = "NaN" if torch.isnan(value).any() else "inf"
-        raise Incorrect(text(
-            f"{what} contains {bad}; look for a division by zero, a softmax over a row with "
-            "no allowed key, or -inf that reached a sum",
-            f"{what}中出现了 {bad}：检查有没有除以零、对一整行都被屏蔽的键做 softmax，"
-            "或者 -inf 进入了求和"))
+        raise Incorrect(_(
+            "{what} contains {bad}; look for a division by zero, a softmax over a row with no "
+            "allowed key, or -inf that reached a sum").format(what=what, bad=bad))
 
 
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
@@ -132,35 +131,37 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
     """
     expect_shape(value, expected.shape, what)
     if expected.is_floating_point() and not value.is_floating_point():
-        raise Incorrect(text(f"{what} should be a floating-point tensor, got dtype {value.dtype}",
-                             f"{what}应当是浮点张量，实际的 dtype 是 {value.dtype}"))
+        raise Incorrect(_(
+            "{what} should be a floating-point tensor, got dtype {dtype}").format(
+            what=what, dtype=value.dtype))
     if value.device != expected.device:
-        raise Incorrect(text(f"{what} is on {value.device}, expected {expected.device}",
-                             f"{what}在 {value.device} 上，应当在 {expected.device} 上"))
+        raise Incorrect(_(
+            "{what} is on {device}, expected {device2}").format(
+            what=what, device=value.device, device2=expected.device))
     expect_finite(value, what)
     got, want = value.detach().double(), expected.detach().double()
     if not torch.allclose(got, want, atol=atol, rtol=rtol):
         gap = (got - want).abs().max().item()
-        raise Incorrect(text(
-            f"{what} has the right shape but its values are off by up to {gap:.3g}",
-            f"{what}的形状对了，但数值最多差了 {gap:.3g}"))
+        raise Incorrect(_(
+            "{what} has the right shape but its values are off by up to {gap:.3g}").format(
+            what=what, gap=gap))
 
 
 def as_number(value, what: str) -> float:
     """The learner's scalar answer as a finite float, or Incorrect saying what came."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise Incorrect(text(
-                f"{what} should be one number, got a tensor of shape {tuple(value.shape)}",
-                f"{what}应当是一个数，实际得到形状为 {tuple(value.shape)} 的张量"))
+            raise Incorrect(_(
+                "{what} should be one number, got a tensor of shape {value_shape}").format(
+                what=what, value_shape=tuple(value.shape)))
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise Incorrect(text(f"{what} should be a number, got {type(value).__name__}",
-                             f"{what}应当是一个数，实际得到 {type(value).__name__}"))
+        raise Incorrect(_(
+            "{what} should be a number, got {kind}").format(
+            what=what, kind=type(value).__name__))
     value = float(value)
     if not np.isfinite(value):
-        raise Incorrect(text(f"{what} is {value}, not a finite number",
-                             f"{what}是 {value}，不是有限的数"))
+        raise Incorrect(_("{what} is {value}, not a finite number").format(what=what, value=value))
     return value
 
 
@@ -185,14 +186,14 @@ _REGISTRY: dict[str, Exercise] = {}
 class Exercise:
     """One exercise: ``checker(answer)`` raises Incorrect, ``reference`` is the solution.
 
-    ``title`` and each hint are a str or a :class:`Bilingual`; the English title names the
+    ``title`` and each hint are a str or a :class:`Message`; the English title names the
     exercise in the registry.
     """
 
-    title: str | Bilingual
+    title: str | Message
     checker: Callable[[Callable], None]
     reference: Callable
-    hints: Sequence[str | Bilingual] = field(default_factory=tuple)
+    hints: Sequence[str | Message] = field(default_factory=tuple)
     _hints_given: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self):
@@ -201,29 +202,27 @@ class Exercise:
     def evaluate(self, answer) -> Verdict:
         """Return the verdict for ``answer`` without printing."""
         if answer is None:
-            return Verdict(NOT_ATTEMPTED, text(f"write your solution for '{self.title}' first",
-                                               f"请先写出“{self.title}”的解答"))
+            return Verdict(NOT_ATTEMPTED, _(
+                "write your solution for '{title}' first").format(title=self.title))
         with _GlobalRandomState():
             try:
                 self.checker(answer)
             except _NotAttempted:
-                return Verdict(NOT_ATTEMPTED, text(
-                    "your function still returns None or raises NotImplementedError",
-                    "你的函数仍然返回 None 或抛出 NotImplementedError"))
+                return Verdict(NOT_ATTEMPTED, _(
+                    "your function still returns None or raises NotImplementedError"))
             except Incorrect as reason:
                 return Verdict(INCORRECT, str(reason))
             except Exception as error:
                 if getattr(error, _RAISED_BY_LEARNER, False):
-                    return Verdict(INCORRECT, text(
-                        f"your code raised {type(error).__name__}: {error}",
-                        f"你的代码抛出了 {type(error).__name__}：{error}"))
+                    return Verdict(INCORRECT, _(
+                        "your code raised {kind}: {error}").format(
+                        kind=type(error).__name__, error=error))
                 # Anything else is a bug of the course, not of the answer.
-                return Verdict(CHECKER_FAILED, text(
-                    f"the checker itself failed ({type(error).__name__}: {error}). This is a "
-                    "bug in the course, not in your answer: please report it.",
-                    f"检查程序自身出错了（{type(error).__name__}：{error}）。这是课程的 bug，"
-                    "不是你的答案有问题：请报告给我们。"))
-        return Verdict(CORRECT, text(f"'{self.title}' works", f"“{self.title}”通过"))
+                return Verdict(CHECKER_FAILED, _(
+                    "the checker itself failed ({kind}: {error}). This is a bug in the course, "
+                    "not in your answer: please report it.").format(
+                    kind=type(error).__name__, error=error))
+        return Verdict(CORRECT, _("'{title}' works").format(title=self.title))
 
     def check(self, answer) -> None:
         """Print the verdict for the learner's ``answer`` (a function)."""
@@ -232,13 +231,12 @@ class Exercise:
     def hint(self) -> None:
         """Print the next hint; after the last one, point at the solution."""
         if self._hints_given >= len(self.hints):
-            print(text("No more hints: call .solution() to see a reference answer.",
-                       "提示已经用完：调用 .solution() 查看参考答案。"))
+            print(_("No more hints: call .solution() to see a reference answer."))
             return
         self._hints_given += 1
-        label = text("Hint", "提示")
-        print(f"{label} {self._hints_given}/{len(self.hints)}{text(': ', '：')}"
-              f"{self.hints[self._hints_given - 1]}")
+        print(_("Hint {number}/{total}: {hint}").format(
+            number=self._hints_given, total=len(self.hints),
+            hint=self.hints[self._hints_given - 1]))
 
     def solution(self) -> None:
         """Print the source code of the reference solution."""

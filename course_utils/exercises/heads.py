@@ -17,7 +17,7 @@ from course_utils.exercises import (
     expect_close,
     expect_shape,
 )
-from course_utils.language import Bilingual, text
+from course_utils.language import N_, _
 from course_utils.sequence_models import count_parameters
 
 
@@ -49,35 +49,24 @@ def _check_split_heads(answer):
         d_k = 12 // num_heads
         result = attempt(answer, x.clone(), num_heads)
         if isinstance(result, torch.Tensor) and tuple(result.shape) == (2, 5, num_heads, d_k):
-            raise Incorrect(text(
-                f"shape {tuple(result.shape)} is (batch, seq_len, heads, d_k): now swap "
-                "seq_len and heads with .transpose(1, 2)",
-                f"形状 {tuple(result.shape)} 是 (batch, seq_len, heads, d_k)：还要用 "
-                ".transpose(1, 2) 交换 seq_len 和 heads 两个轴"
-            ))
+            raise Incorrect(_(
+                "shape {result_shape} is (batch, seq_len, heads, d_k): now swap seq_len and heads "
+                "with .transpose(1, 2)").format(result_shape=tuple(result.shape)))
         expected = _split_heads_reference(x, num_heads)
         expect_shape(result, expected.shape, f"split_heads(x, {num_heads})")
         if torch.equal(result, x.reshape(2, num_heads, 5, d_k).to(result.dtype)):
-            raise Incorrect(text(
+            raise Incorrect(_(
                 "you reshaped straight into (batch, heads, seq_len, d_k): a reshape reads the "
-                "numbers in memory order, so head 0's first 'positions' are d_k-sized pieces "
-                "of token 0's features, then of token 1's: features of one token end up at "
-                "several positions. View as (batch, seq_len, heads, d_k) first (each token's "
-                "features cut into heads), then transpose",
-                "你直接 reshape 成了 (batch, heads, seq_len, d_k)：reshape 按内存顺序读数，"
-                "于是头 0 最前面的几个“位置”其实是词元 0 的特征切成的一段段长为 d_k 的小块，"
-                "接着是词元 1 的：同一个词元的特征散落到了好几个位置上。应当先 view 成 "
-                "(batch, seq_len, heads, d_k)（把每个词元的特征切给各个头），再 transpose"
-            ))
+                "numbers in memory order, so head 0's first 'positions' are d_k-sized pieces of "
+                "token 0's features, then of token 1's: features of one token end up at several "
+                "positions. View as (batch, seq_len, heads, d_k) first (each token's features cut "
+                "into heads), then transpose"))
         if torch.equal(result, _interleaved_heads(x, num_heads).to(result.dtype)):
-            raise Incorrect(text(
-                f"head 0 got features 0, {num_heads}, {2 * num_heads}, ... (a stride of "
-                f"{num_heads}); it should get one block, features 0..{d_k - 1}: view as "
-                "(batch, seq_len, heads, d_k), not (batch, seq_len, d_k, heads)",
-                f"头 0 拿到的是特征 0, {num_heads}, {2 * num_heads}, ...（步长为 "
-                f"{num_heads}）；它应当拿到连续的一块，即特征 0..{d_k - 1}：view 成 "
-                "(batch, seq_len, heads, d_k)，而不是 (batch, seq_len, d_k, heads)"
-            ))
+            raise Incorrect(_(
+                "head 0 got features 0, {num_heads}, {twice_num_heads}, ... (a stride of "
+                "{num_heads}); it should get one block, features 0..{last_feature}: view as "
+                "(batch, seq_len, heads, d_k), not (batch, seq_len, d_k, heads)").format(
+                num_heads=num_heads, twice_num_heads=2 * num_heads, last_feature=d_k - 1))
         expect_close(result, expected, f"split_heads(x, {num_heads})")
 
 
@@ -87,72 +76,54 @@ def _check_merge_heads(answer):
         result = attempt(answer, heads.clone())
     except RuntimeError as error:
         if "view" in str(error):
-            raise Incorrect(text(
-                "view() failed because after transpose the tensor is no longer contiguous "
-                "in memory: use .reshape(...) (or .contiguous().view(...))",
-                "view() 失败了：transpose 之后张量在内存中不再连续，"
-                "请改用 .reshape(...)（或 .contiguous().view(...)）"
-            )) from None
+            raise Incorrect(_(
+                "view() failed because after transpose the tensor is no longer contiguous in "
+                "memory: use .reshape(...) (or .contiguous().view(...))")) from None
         raise
     expected = _merge_heads_reference(heads)
     if isinstance(result, torch.Tensor) and tuple(result.shape) == (2, 5, 3, 4):
-        raise Incorrect(text(
+        raise Incorrect(_(
             "shape (2, 5, 3, 4) is (batch, seq_len, heads, d_k): the heads still need to be "
-            "concatenated into one feature axis of size heads * d_k",
-            "形状 (2, 5, 3, 4) 是 (batch, seq_len, heads, d_k)：还需要把各个头拼接成"
-            "一个大小为 heads * d_k 的特征轴"
-        ))
-    expect_shape(result, expected.shape, text("merge_heads(x) for x (2, 3, 5, 4)",
-                                              "x 为 (2, 3, 5, 4) 时 merge_heads(x) 的返回值"))
+            "concatenated into one feature axis of size heads * d_k"))
+    expect_shape(result, expected.shape, _("merge_heads(x) for x (2, 3, 5, 4)"))
     if torch.equal(result, heads.reshape(2, 5, 12).to(result.dtype)):
-        raise Incorrect(text(
+        raise Incorrect(_(
             "you reshaped (batch, heads, seq_len, d_k) directly, which mixes tokens together. "
-            "Move heads next to d_k first: .transpose(1, 2), then reshape",
-            "你直接对 (batch, heads, seq_len, d_k) 做了 reshape，这会把不同词元的特征混在一起。"
-            "先用 .transpose(1, 2) 把 heads 挪到 d_k 旁边，再 reshape"
-        ))
+            "Move heads next to d_k first: .transpose(1, 2), then reshape"))
     if torch.equal(result, heads.permute(0, 2, 3, 1).reshape(2, 5, 12).to(result.dtype)):
-        raise Incorrect(text(
+        raise Incorrect(_(
             "the heads are interleaved feature by feature; concatenate them instead, so that "
-            "columns 0..d_k-1 are head 0, the next d_k columns head 1, and so on",
-            "各个头被逐个特征交错排在了一起；应当把它们依次拼接：第 0..d_k-1 列是头 0，"
-            "接下来的 d_k 列是头 1，依此类推"
-        ))
+            "columns 0..d_k-1 are head 0, the next d_k columns head 1, and so on"))
     expect_close(result, expected, "merge_heads(x)")
     if not torch.allclose(_split_heads_reference(result.double(), 3), heads.double()):
-        raise Incorrect(text("split_heads(merge_heads(x), heads) should give x back",
-                             "split_heads(merge_heads(x), heads) 应当还原出 x"))
+        raise Incorrect(_("split_heads(merge_heads(x), heads) should give x back"))
 
 
 split_heads = Exercise(
-    title=Bilingual("split the features into heads", "把特征拆分到各个头"),
+    title=N_("split the features into heads"),
     checker=_check_split_heads,
     reference=_split_heads_reference,
     hints=(
-        Bilingual("With d_k = d_model // num_heads, each token's d_model features become "
-                  "num_heads blocks of d_k: x.view(batch, seq_len, num_heads, d_k).",
-                  "令 d_k = d_model // num_heads，每个词元的 d_model 个特征就分成 num_heads "
-                  "块、每块 d_k 个：x.view(batch, seq_len, num_heads, d_k)。"),
-        Bilingual("That is (batch, seq_len, heads, d_k); attention wants heads next to batch: "
-                  ".transpose(1, 2) gives (batch, heads, seq_len, d_k).",
-                  "这样得到的是 (batch, seq_len, heads, d_k)；注意力计算要求 heads 紧挨着 "
-                  "batch：.transpose(1, 2) 得到 (batch, heads, seq_len, d_k)。"),
+        N_(
+            "With d_k = d_model // num_heads, each token's d_model features become num_heads "
+            "blocks of d_k: x.view(batch, seq_len, num_heads, d_k)."),
+        N_(
+            "That is (batch, seq_len, heads, d_k); attention wants heads next to batch: "
+            ".transpose(1, 2) gives (batch, heads, seq_len, d_k)."),
     ),
 )
 
 merge_heads = Exercise(
-    title=Bilingual("concatenate the heads", "把各个头拼接起来"),
+    title=N_("concatenate the heads"),
     checker=_check_merge_heads,
     reference=_merge_heads_reference,
     hints=(
-        Bilingual("Undo split_heads in reverse order: first .transpose(1, 2) to get "
-                  "(batch, seq_len, heads, d_k).",
-                  "按相反的顺序撤销 split_heads：先 .transpose(1, 2) 得到 "
-                  "(batch, seq_len, heads, d_k)。"),
-        Bilingual("Then glue the last two axes: .reshape(batch, seq_len, heads * d_k). "
-                  "view() fails here because transpose left the memory non-contiguous.",
-                  "再把最后两个轴合并：.reshape(batch, seq_len, heads * d_k)。"
-                  "这里用 view() 会失败，因为 transpose 之后内存不再连续。"),
+        N_(
+            "Undo split_heads in reverse order: first .transpose(1, 2) to get (batch, seq_len, "
+            "heads, d_k)."),
+        N_(
+            "Then glue the last two axes: .reshape(batch, seq_len, heads * d_k). view() fails "
+            "here because transpose left the memory non-contiguous."),
     ),
 )
 
@@ -229,51 +200,31 @@ def _variant(query, key, value, params, num_heads, mistake: str):
 
 
 _MHA_MISTAKES = {
-    "no scale": Bilingual(
-        "the scores are not scaled: divide q @ kᵀ by sqrt(d_k) in every head",
-        "分数没有缩放：每个头里都要把 q @ kᵀ 除以 sqrt(d_k)"),
-    "scale by d_model": Bilingual(
-        "you divided by sqrt(d_model); each head's scores are divided by "
-        "sqrt(d_k) of one head, d_k = d_model / num_heads",
-        "你除以的是 sqrt(d_model)；每个头的分数应当除以单个头的 sqrt(d_k)，"
-        "其中 d_k = d_model / num_heads"),
-    "scale by d_k": Bilingual("you divided by d_k; the scale is 1 / sqrt(d_k)",
-                              "你除以的是 d_k；缩放因子应当是 1 / sqrt(d_k)"),
-    "softmax over queries": Bilingual(
-        "softmax over the wrong axis: with a heads axis the scores are "
-        "(batch, num_heads, n_q, n_k), so normalise over the keys, dim=-1 "
-        "(dim=2 is the queries here)",
-        "softmax 作用在了错误的轴上：多了 heads 轴之后，分数的形状是 "
-        "(batch, num_heads, n_q, n_k)，所以要对键归一化，即 dim=-1（这里 dim=2 是查询）"),
-    "softmax over heads": Bilingual(
-        "softmax over the heads axis (dim=1): normalise over the keys, dim=-1",
-        "softmax 作用在了 heads 轴（dim=1）上：应当对键归一化，即 dim=-1"),
-    "untransposed": Bilingual(
-        "the projections use the weights untransposed: nn.Linear stores "
-        "(out_features, in_features) and computes x @ w.T + b",
-        "投影时权重没有转置：nn.Linear 存储的形状是 (out_features, in_features)，"
-        "计算的是 x @ w.T + b"),
-    "no biases": Bilingual("the biases are missing: every projection is x @ w.T + b",
-                           "缺少偏置：每个投影都是 x @ w.T + b"),
-    "values from key": Bilingual(
-        "the values come from `key`; project `value` with w_v (in "
-        "cross-attention key and value can be different tensors)",
-        "值是从 `key` 算出来的；应当用 w_v 投影 `value`（在交叉注意力中，"
-        "key 和 value 可以是不同的张量）"),
-    "reshape split": Bilingual(
-        "you reshaped straight into (batch, num_heads, seq_len, d_k), which puts "
-        "pieces of one token at several positions: view as "
-        "(batch, seq_len, num_heads, d_k), then transpose(1, 2)",
-        "你直接 reshape 成了 (batch, num_heads, seq_len, d_k)，这会把同一个词元的"
-        "特征切块放到好几个位置上：先 view 成 (batch, seq_len, num_heads, d_k)，"
-        "再 transpose(1, 2)"),
-    "reshape merge": Bilingual(
-        "the heads are merged without transposing back: transpose(1, 2) to "
-        "(batch, n_q, num_heads, d_k) before reshaping to (batch, n_q, d_model)",
-        "合并各个头之前没有先转置回来：先 transpose(1, 2) 得到 "
-        "(batch, n_q, num_heads, d_k)，再 reshape 成 (batch, n_q, d_model)"),
-    "no W_O": Bilingual("the concatenated heads are not projected: finish with @ w_o.T + b_o",
-                        "拼接后的各个头没有经过输出投影：最后还要 @ w_o.T + b_o"),
+    "no scale": N_("the scores are not scaled: divide q @ kᵀ by sqrt(d_k) in every head"),
+    "scale by d_model": N_(
+        "you divided by sqrt(d_model); each head's scores are divided by sqrt(d_k) of one head, "
+        "d_k = d_model / num_heads"),
+    "scale by d_k": N_("you divided by d_k; the scale is 1 / sqrt(d_k)"),
+    "softmax over queries": N_(
+        "softmax over the wrong axis: with a heads axis the scores are (batch, num_heads, n_q, "
+        "n_k), so normalise over the keys, dim=-1 (dim=2 is the queries here)"),
+    "softmax over heads": N_(
+        "softmax over the heads axis (dim=1): normalise over the keys, dim=-1"),
+    "untransposed": N_(
+        "the projections use the weights untransposed: nn.Linear stores (out_features, "
+        "in_features) and computes x @ w.T + b"),
+    "no biases": N_("the biases are missing: every projection is x @ w.T + b"),
+    "values from key": N_(
+        "the values come from `key`; project `value` with w_v (in cross-attention key and value "
+        "can be different tensors)"),
+    "reshape split": N_(
+        "you reshaped straight into (batch, num_heads, seq_len, d_k), which puts pieces of one "
+        "token at several positions: view as (batch, seq_len, num_heads, d_k), then transpose(1, "
+        "2)"),
+    "reshape merge": N_(
+        "the heads are merged without transposing back: transpose(1, 2) to (batch, n_q, "
+        "num_heads, d_k) before reshaping to (batch, n_q, d_model)"),
+    "no W_O": N_("the concatenated heads are not projected: finish with @ w_o.T + b_o"),
 }
 
 
@@ -289,20 +240,17 @@ def _check_multi_head(answer) -> None:
         call = f"multi_head_attention(query, key, value, params, num_heads={num_heads})"
         result = attempt(answer, query, key, value, params, num_heads)
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise Incorrect(text(f"{call} should return a tuple (output, weights), got "
-                                 f"{type(result).__name__}",
-                                 f"{call} 应当返回元组 (output, weights)，实际返回的是 "
-                                 f"{type(result).__name__}"))
+            raise Incorrect(_(
+                "{call} should return a tuple (output, weights), got {kind}").format(
+                call=call, kind=type(result).__name__))
         output, weights = result
         if isinstance(weights, torch.Tensor) and weights.shape == expected_weights.mean(1).shape:
-            raise Incorrect(text(f"{call} returned weights of shape {tuple(weights.shape)}: "
-                                 "return the per-head weights (batch, num_heads, n_q, n_k), not "
-                                 "their average over the heads",
-                                 f"{call} 返回的权重形状是 {tuple(weights.shape)}：应当返回"
-                                 "每个头各自的权重 (batch, num_heads, n_q, n_k)，"
-                                 "而不是它们在各头上的平均"))
-        output_of = text(f"the output of {call}", f"{call} 的输出")
-        weights_of = text(f"the weights of {call}", f"{call} 返回的权重")
+            raise Incorrect(_(
+                "{call} returned weights of shape {weights_shape}: return the per-head weights "
+                "(batch, num_heads, n_q, n_k), not their average over the heads").format(
+                call=call, weights_shape=tuple(weights.shape)))
+        output_of = _("the output of {call}").format(call=call)
+        weights_of = _("the weights of {call}").format(call=call)
         expect_shape(output, expected.shape, output_of)
         expect_shape(weights, expected_weights.shape, weights_of)
         if output.is_floating_point() and torch.isfinite(output).all():
@@ -313,32 +261,23 @@ def _check_multi_head(answer) -> None:
                     if torch.allclose(got, wrong.double(), atol=1e-4, rtol=1e-3):
                         raise Incorrect(str(message))
         expect_close(weights, expected_weights, weights_of)
-        expect_close(output, expected, text(f"the output of {call} (compared with "
-                                            "nn.MultiheadAttention)",
-                                            f"{call} 的输出（与 nn.MultiheadAttention 比较）"))
+        expect_close(output, expected, _(
+            "the output of {call} (compared with nn.MultiheadAttention)").format(call=call))
 
 
 assemble_multi_head = Exercise(
-    title=Bilingual("assemble multi-head attention", "组装多头注意力"),
+    title=N_("assemble multi-head attention"),
     checker=_check_multi_head,
     reference=_multi_head_reference,
     hints=(
-        Bilingual("Four steps: project (q = query @ w_q.T + b_q, and k, v alike), split into "
-                  "heads, attend in every head at once, concatenate and project with w_o.",
-                  "分四步：投影（q = query @ w_q.T + b_q，k、v 同理），拆分到各个头，"
-                  "在所有头里一次算完注意力，拼接后再用 w_o 投影。"),
-        Bilingual("Split with .view(batch_size, n, num_heads, d_k).transpose(1, 2); n is n_q "
-                  "for the queries and n_k for the keys and values.",
-                  "用 .view(batch_size, n, num_heads, d_k).transpose(1, 2) 拆分；对查询 n 取 "
-                  "n_q，对键和值 n 取 n_k。"),
-        Bilingual("scores = q @ k.transpose(-2, -1) / math.sqrt(d_k), softmax over dim=-1 "
-                  "(the keys).",
-                  "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)，在 dim=-1（键所在的轴）"
-                  "上做 softmax。"),
-        Bilingual("Merge with .transpose(1, 2).reshape(batch_size, n_q, d_model), then "
-                  "@ w_o.T + b_o.",
-                  "用 .transpose(1, 2).reshape(batch_size, n_q, d_model) 合并，"
-                  "再 @ w_o.T + b_o。"),
+        N_(
+            "Four steps: project (q = query @ w_q.T + b_q, and k, v alike), split into heads, "
+            "attend in every head at once, concatenate and project with w_o."),
+        N_(
+            "Split with .view(batch_size, n, num_heads, d_k).transpose(1, 2); n is n_q for the "
+            "queries and n_k for the keys and values."),
+        N_("scores = q @ k.transpose(-2, -1) / math.sqrt(d_k), softmax over dim=-1 (the keys)."),
+        N_("Merge with .transpose(1, 2).reshape(batch_size, n_q, d_model), then @ w_o.T + b_o."),
     ),
 )
 
@@ -369,57 +308,44 @@ def _check_parameter_count(answer) -> None:
         biases = 4 * d if bias else 0
         mistakes = [
             (3 * d * d + (3 * d if bias else 0),
-             text("that is W_Q, W_K and W_V only: add the output projection W_O",
-                  "这只算了 W_Q、W_K 和 W_V：还要加上输出投影 W_O")),
-            (h * (4 * d * d + biases), text(
-                "each head does not get its own d_model × d_model "
-                "matrices: the heads together share one d_model-wide projection, so the count "
-                "does not depend on num_heads",
-                "并不是每个头都有自己的 d_model × d_model 矩阵：所有头合起来共用一个宽度为 "
-                "d_model 的投影，所以参数量与 num_heads 无关")),
-            (h * 4 * d_k * d_k + biases, text(
-                "a head's matrices are d_model × d_k, not d_k × d_k: "
-                "every head reads all d_model input features",
-                "一个头的矩阵是 d_model × d_k，而不是 d_k × d_k：每个头都读取全部 d_model "
-                "个输入特征")),
-            (4 * d * d_k + 4 * d_k * bias, text(
-                "that is one head's share: multiply by num_heads "
-                "(or count the four d_model × d_model matrices directly)",
-                "这只是一个头的份额：乘以 num_heads（或者直接数四个 d_model × d_model 矩阵）")),
+             _("that is W_Q, W_K and W_V only: add the output projection W_O")),
+            (h * (4 * d * d + biases), _(
+                "each head does not get its own d_model × d_model matrices: the heads together "
+                "share one d_model-wide projection, so the count does not depend on num_heads")),
+            (h * 4 * d_k * d_k + biases, _(
+                "a head's matrices are d_model × d_k, not d_k × d_k: every head reads all d_model "
+                "input features")),
+            (4 * d * d_k + 4 * d_k * bias, _(
+                "that is one head's share: multiply by num_heads (or count the four d_model × "
+                "d_model matrices directly)")),
         ]
         if bias:
-            mistakes += [(4 * d * d, text("the biases are missing: each of the 4 projections "
-                                          "has a bias vector of d_model numbers",
-                                          "缺少偏置：4 个投影各有一个含 d_model 个数的偏置向量")),
-                         (4 * d * d + d, text("each of the 4 projections has its own bias of "
-                                              "d_model numbers, not one bias in total",
-                                              "4 个投影各有自己的偏置（每个 d_model 个数），"
-                                              "而不是总共只有一个偏置"))]
+            mistakes += [(4 * d * d, _(
+                "the biases are missing: each of the 4 projections has a bias vector of d_model "
+                "numbers")),
+                         (4 * d * d + d, _(
+                             "each of the 4 projections has its own bias of d_model numbers, not "
+                             "one bias in total"))]
         else:
-            mistakes.append((4 * d * d + 4 * d, text(
-                "with bias=False the projections have no bias vectors: count the weights only",
-                "bias=False 时各投影没有偏置向量：只数权重")))
+            mistakes.append((4 * d * d + 4 * d, _(
+                "with bias=False the projections have no bias vectors: count the weights only")))
         for value, message in mistakes:
             if got == value:
-                raise Incorrect(f"{call} = {got:,.0f}{text(': ', '：')}{message}")
-        raise Incorrect(text(f"{call} = {got:,.0f} is not the number of parameters of that "
-                             "layer: count W_Q, W_K, W_V, W_O and, if bias=True, their biases",
-                             f"{call} = {got:,.0f} 不是这一层的参数量：数一数 W_Q、W_K、W_V、"
-                             "W_O，bias=True 时再加上它们的偏置"))
+                raise Incorrect(_("{call} = {got:,.0f}: {message}").format(
+                    call=call, got=got, message=message))
+        raise Incorrect(_(
+            "{call} = {got:,.0f} is not the number of parameters of that layer: count W_Q, W_K, "
+            "W_V, W_O and, if bias=True, their biases").format(call=call, got=got))
 
 
 count_attention_parameters = Exercise(
-    title=Bilingual("parameters of a real attention layer", "一个真实注意力层的参数量"),
+    title=N_("parameters of a real attention layer"),
     checker=_check_parameter_count,
     reference=_parameter_count_reference,
     hints=(
-        Bilingual("List the tensors: W_Q, W_K, W_V, W_O, and with bias=True one bias per "
-                  "projection.",
-                  "列出所有张量：W_Q、W_K、W_V、W_O，bias=True 时每个投影还有一个偏置。"),
-        Bilingual("Each W is d_model × d_model: num_heads heads of width d_k = d_model / "
-                  "num_heads stack up to one d_model-wide projection, so num_heads does not "
-                  "change the count.",
-                  "每个 W 都是 d_model × d_model：num_heads 个宽度为 d_k = d_model / num_heads "
-                  "的头拼起来正好是一个宽度为 d_model 的投影，所以 num_heads 不改变参数量。"),
+        N_("List the tensors: W_Q, W_K, W_V, W_O, and with bias=True one bias per projection."),
+        N_(
+            "Each W is d_model × d_model: num_heads heads of width d_k = d_model / num_heads "
+            "stack up to one d_model-wide projection, so num_heads does not change the count."),
     ),
 )

@@ -18,7 +18,7 @@ from course_utils.exercises import (
     expect_finite,
     expect_shape,
 )
-from course_utils.language import Bilingual, text
+from course_utils.language import N_, _
 
 # ---------------------------------------------------------------------------------------
 # Exercise 1: one head's attention weights from w_q, w_k and the padding mask
@@ -62,39 +62,26 @@ def _variant(x, attention_mask, attn, head, *, scale=None, columns=None, bias=Tr
 
 
 _SLIPS = [
-    (dict(scale=1.0), Bilingual(
-        "you did not scale the scores: divide q kᵀ by sqrt(d_k)",
-        "你没有缩放分数：请把 q kᵀ 除以 sqrt(d_k)")),
-    ("sqrt_d_model", Bilingual(
-        "you scaled by 1/sqrt(d_model); each head compares vectors of width d_k, "
-        "so divide by sqrt(d_k) = sqrt(d_model / num_heads)",
-        "你按 1/sqrt(d_model) 缩放了；每个头比较的是宽度为 d_k 的向量，"
-        "所以应除以 sqrt(d_k) = sqrt(d_model / num_heads)")),
-    ("d_k", Bilingual("you divided by d_k; the scale is 1/sqrt(d_k), not 1/d_k",
-                      "你除以的是 d_k；缩放因子是 1/sqrt(d_k)，而不是 1/d_k")),
-    (dict(bias=False), Bilingual(
-        "the projections lack their bias: nn.Linear computes x Wᵀ + b "
-        "(use attn.w_q(x) or add attn.w_q.bias)",
-        "投影缺少偏置：nn.Linear 计算的是 x Wᵀ + b（用 attn.w_q(x)，或者加上 attn.w_q.bias）")),
-    (dict(transpose_weights=True), Bilingual(
-        "the weight matrices are transposed: nn.Linear stores W as "
-        "(out_features, in_features) and computes x @ W.T + b",
-        "权重矩阵转置了：nn.Linear 把 W 存为 (out_features, in_features)，"
-        "计算的是 x @ W.T + b")),
-    ("strided", Bilingual(
-        "head h got every num_heads-th feature: it owns one block, features "
-        "h*d_k .. (h+1)*d_k - 1",
-        "第 h 个头拿到的是每隔 num_heads 个取一个的特征：它拥有的是连续的一块，"
-        "即特征 h*d_k .. (h+1)*d_k - 1")),
-    (dict(mask="after softmax"), Bilingual(
-        "rows do not sum to 1: the padding was zeroed after the "
-        "softmax. Fill the padded keys' scores with -inf before it",
-        "各行之和不为 1：填充是在 softmax 之后才置零的。请在 softmax 之前把填充键的分数填成 -inf")),
+    (dict(scale=1.0), N_("you did not scale the scores: divide q kᵀ by sqrt(d_k)")),
+    ("sqrt_d_model", N_(
+        "you scaled by 1/sqrt(d_model); each head compares vectors of width d_k, so divide by "
+        "sqrt(d_k) = sqrt(d_model / num_heads)")),
+    ("d_k", N_("you divided by d_k; the scale is 1/sqrt(d_k), not 1/d_k")),
+    (dict(bias=False), N_(
+        "the projections lack their bias: nn.Linear computes x Wᵀ + b (use attn.w_q(x) or add "
+        "attn.w_q.bias)")),
+    (dict(transpose_weights=True), N_(
+        "the weight matrices are transposed: nn.Linear stores W as (out_features, in_features) "
+        "and computes x @ W.T + b")),
+    ("strided", N_("head h got every num_heads-th feature: it owns one block, features "
+                   "h*d_k .. (h+1)*d_k - 1")),
+    (dict(mask="after softmax"), N_(
+        "rows do not sum to 1: the padding was zeroed after the softmax. Fill the padded keys' "
+        "scores with -inf before it")),
 ]
-_OVER_QUERIES = Bilingual(
-    "the softmax runs over the queries (dim=-2), so columns sum to 1 instead of "
-    "rows: it belongs on the keys, dim=-1",
-    "softmax 是沿查询（dim=-2）做的，所以和为 1 的是列而不是行：它应当沿键做，即 dim=-1")
+_OVER_QUERIES = N_(
+    "the softmax runs over the queries (dim=-2), so columns sum to 1 instead of rows: it belongs "
+    "on the keys, dim=-1")
 
 
 def _named_slip(result, x, attention_mask, attn, head):
@@ -144,100 +131,80 @@ def _check_one_head_weights(answer):
         if isinstance(result, torch.Tensor) and tuple(result.shape) == (
                 batch, num_heads, seq_len, seq_len):
             shape = tuple(result.shape)
-            raise Incorrect(text(
-                f"shape {shape} holds every head (batch, num_heads, n_q, n_k): "
-                f"return only head {head}, (batch, seq_len, seq_len)",
-                f"形状 {shape} 包含了所有的头 (batch, num_heads, n_q, n_k)："
-                f"只返回第 {head} 个头，即 (batch, seq_len, seq_len)"))
+            raise Incorrect(_(
+                "shape {shape} holds every head (batch, num_heads, n_q, n_k): return only head "
+                "{head}, (batch, seq_len, seq_len)").format(shape=shape, head=head))
         expect_shape(result, expected.shape,
-                     Bilingual("the weights (batch, seq_len, seq_len)",
-                               "权重 (batch, seq_len, seq_len)"))
+                     N_("the weights (batch, seq_len, seq_len)"))
         if not result.is_floating_point():
-            raise Incorrect(text(
-                f"the weights should be a floating-point tensor, got {result.dtype}",
-                f"权重应当是浮点张量，而你返回的是 {result.dtype}"))
+            raise Incorrect(_(
+                "the weights should be a floating-point tensor, got {dtype}").format(
+                dtype=result.dtype))
         result = result.detach().double()
         padded_keys = ~attention_mask[:, None, :].expand_as(expected)  # (batch, n_q, n_k)
         padded_queries = ~attention_mask[:, :, None].expand_as(expected)
         if torch.equal(result.isnan(), padded_keys):
-            raise Incorrect(str(_OVER_QUERIES) + text(
-                " (a padded key's column is all -inf, hence NaN)",
-                "（填充键的那一列全是 -inf，所以得到 NaN）"))
+            raise Incorrect(str(_OVER_QUERIES) + _(
+                " (a padded key's column is all -inf, hence NaN)"))
         if torch.equal(result.isnan(), padded_queries):
-            raise Incorrect(text(
+            raise Incorrect(_(
                 "the padded *queries'* rows are NaN: you masked the rows (queries). Mask the "
-                "keys, the last axis: attention_mask[:, None, :]",
-                "填充*查询*所在的行是 NaN：你遮住的是行（查询）。应当遮住键，也就是最后一个轴："
-                "attention_mask[:, None, :]"))
-        expect_finite(result, Bilingual("the weights", "权重"))
+                "keys, the last axis: attention_mask[:, None, :]"))
+        expect_finite(result, N_("the weights"))
         if torch.allclose(result, expected.double(), atol=1e-5, rtol=1e-4):
             continue
         real_rows = attention_mask[:, :, None].expand_as(expected)  # rows of real queries
         if (torch.allclose(result[real_rows], expected.double()[real_rows], atol=1e-5, rtol=1e-4)
                 and (result[~real_rows] == 0).all()):
-            raise Incorrect(text(
+            raise Incorrect(_(
                 "the padded queries' rows are all 0: only keys are masked, and a padded query "
                 "still attends to the real keys as the model computes it; give those rows the "
-                "same softmax as any other",
-                "填充查询所在的行全是 0：只有键被遮住，按模型的算法，填充查询仍然会关注真实的键；"
-                "请对这些行做和其他行一样的 softmax"))
+                "same softmax as any other"))
         if torch.allclose(result.transpose(-2, -1), expected.double(), atol=1e-5, rtol=1e-4):
-            raise Incorrect(text("the result is transposed: row i should be query i's weights "
-                                 "over the keys, (batch, n_q, n_k)",
-                                 "结果被转置了：第 i 行应当是第 i 个查询对各个键的权重，"
-                                 "即 (batch, n_q, n_k)"))
+            raise Incorrect(_(
+                "the result is transposed: row i should be query i's weights over the keys, "
+                "(batch, n_q, n_k)"))
         column_sums = result.sum(dim=-2)  # (batch, n_k)
         if torch.allclose(column_sums, torch.ones_like(column_sums), atol=1e-4):
             raise Incorrect(str(_OVER_QUERIES))
         if (result[padded_keys].abs() > 1e-6).any():
-            raise Incorrect(text(
-                "padded keys get weight: the mask must remove the padded *keys* (the last "
-                "axis, attention_mask[:, None, :]) by filling their scores with -inf before "
-                "the softmax",
-                "填充键分到了权重：掩码必须去掉填充*键*（最后一个轴，attention_mask[:, None, :]），"
-                "做法是在 softmax 之前把它们的分数填成 -inf"))
+            raise Incorrect(_(
+                "padded keys get weight: the mask must remove the padded *keys* (the last axis, "
+                "attention_mask[:, None, :]) by filling their scores with -inf before the softmax"))
         with torch.no_grad():
             for other in range(num_heads):
                 theirs = _one_head_weights_reference(x, attention_mask, attn, other).double()
                 if other != head and torch.allclose(result, theirs, atol=1e-5, rtol=1e-4):
-                    raise Incorrect(text(
-                        f"these are the weights of head {other}, not head {head}: head h "
-                        "owns features h*d_k .. (h+1)*d_k - 1 of q and k",
-                        f"这是第 {other} 个头的权重，不是第 {head} 个头的：第 h 个头拥有 q 和 k "
-                        "的特征 h*d_k .. (h+1)*d_k - 1"))
+                    raise Incorrect(_(
+                        "these are the weights of head {other}, not head {head}: head h owns "
+                        "features h*d_k .. (h+1)*d_k - 1 of q and k").format(
+                        other=other, head=head))
         message = _named_slip(result, x, attention_mask, attn, head)
         if message is not None:
             raise Incorrect(message)
         row_sums = result.sum(dim=-1)
         if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
             low, high = row_sums.min().item(), row_sums.max().item()
-            raise Incorrect(text(
-                f"rows sum to between {low:.2f} and "
-                f"{high:.2f}, not 1: are these the scores before the softmax?",
-                f"各行之和在 {low:.2f} 到 {high:.2f} 之间，而不是 1："
-                "这些是 softmax 之前的分数吗？"))
-        expect_close(result, expected, Bilingual(
-            f"head {head}'s weights (d_model={d_model}, {num_heads} heads)",
-            f"第 {head} 个头的权重（d_model={d_model}，共 {num_heads} 个头）"))
+            raise Incorrect(_(
+                "rows sum to between {low:.2f} and {high:.2f}, not 1: are these the scores before "
+                "the softmax?").format(low=low, high=high))
+        expect_close(result, expected, _(
+            "head {head}'s weights (d_model={d_model}, {num_heads} heads)").format(
+            head=head, d_model=d_model, num_heads=num_heads))
 
 
 one_head_weights = Exercise(
-    title=Bilingual("one head's attention from the raw weights", "用原始权重算出一个头的注意力"),
+    title=N_("one head's attention from the raw weights"),
     checker=_check_one_head_weights,
     reference=_one_head_weights_reference,
     hints=(
-        Bilingual(
+        N_(
             "Head h owns features h*d_k .. (h+1)*d_k - 1 of q and k, with d_k = attn.d_k: slice "
-            "those rows of attn.w_q.weight (out_features come first), or slice attn.w_q(x).",
-            "第 h 个头拥有 q 和 k 的特征 h*d_k .. (h+1)*d_k - 1，其中 d_k = attn.d_k："
-            "切出 attn.w_q.weight 的这些行（out_features 在前），或者直接切 attn.w_q(x)。"),
-        Bilingual("scores = q @ k.transpose(-2, -1) / sqrt(d_k) is (batch, n_q, n_k).",
-                  "scores = q @ k.transpose(-2, -1) / sqrt(d_k) 的形状是 (batch, n_q, n_k)。"),
-        Bilingual(
+            "those rows of attn.w_q.weight (out_features come first), or slice attn.w_q(x)."),
+        N_("scores = q @ k.transpose(-2, -1) / sqrt(d_k) is (batch, n_q, n_k)."),
+        N_(
             "Padded keys: scores.masked_fill(~attention_mask[:, None, :], float('-inf')), then "
-            "softmax over the keys (dim=-1).",
-            "填充键：scores.masked_fill(~attention_mask[:, None, :], float('-inf'))，"
-            "然后沿键做 softmax（dim=-1）。"),
+            "softmax over the keys (dim=-1)."),
     ),
 )
 
@@ -307,88 +274,70 @@ def _as_index(value, what: str) -> int:
         return int(value.item())
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         got = f"{type(value).__name__} {value!r}"
-        raise Incorrect(text(f"{what} should be an int, got {got}",
-                             f"{what} 应当是 int，而你返回的是 {got}"))
+        raise Incorrect(_("{what} should be an int, got {got}").format(what=what, got=got))
     return int(value)
 
 
 def _check_previous_token_head(answer):
     for weights, target, decoys in _previous_token_cases():
-        num_layers, num_heads, seq_len, _ = weights.shape
+        num_layers, num_heads, seq_len = weights.shape[:3]
         result = attempt(answer, weights)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            got = (text(f"a tensor of shape {tuple(result.shape)}",
-                        f"形状为 {tuple(result.shape)} 的张量")
+            got = (_("a tensor of shape {result_shape}").format(result_shape=tuple(result.shape))
                    if isinstance(result, torch.Tensor) else type(result).__name__)
-            raise Incorrect(text(f"return two ints, (layer, head); got {got}",
-                                 f"请返回两个 int，即 (layer, head)；而你返回的是 {got}"))
+            raise Incorrect(_("return two ints, (layer, head); got {got}").format(got=got))
         layer, head = (_as_index(v, w) for v, w in zip(result, ("layer", "head"), strict=True))
         if (layer, head) == target:
             continue
         if (head, layer) == target:
-            raise Incorrect(text(f"({layer}, {head}) is (head, layer): return (layer, head)",
-                                 f"({layer}, {head}) 是 (head, layer)：请返回 (layer, head)"))
+            raise Incorrect(_(
+                "({layer}, {head}) is (head, layer): return (layer, head)").format(
+                layer=layer, head=head))
         if not (0 <= layer < num_layers and 0 <= head < num_heads):
-            raise Incorrect(text(
-                f"({layer}, {head}) is not a head of this stack of {num_layers} layers x "
-                f"{num_heads} heads: a flat index over (num_layers, num_heads) unravels as "
-                "divmod(index, num_heads)",
-                f"({layer}, {head}) 不是这组 {num_layers} 层 × 每层 {num_heads} 个头里的头："
-                "(num_layers, num_heads) 上的扁平下标要用 divmod(index, num_heads) 还原"))
+            raise Incorrect(_(
+                "({layer}, {head}) is not a head of this stack of {num_layers} layers x "
+                "{num_heads} heads: a flat index over (num_layers, num_heads) unravels as "
+                "divmod(index, num_heads)").format(
+                layer=layer, head=head, num_layers=num_layers, num_heads=num_heads))
         slips = {
-            "next": text(
+            "next": _(
                 "this head attends to the *next* token (w[i, i+1], diagonal offset=+1); the "
-                "previous token is w[i, i-1], diagonal offset=-1",
-                "这个头关注的是*后一个*词元（w[i, i+1]，对角线 offset=+1）；"
-                "前一个词元是 w[i, i-1]，对角线 offset=-1"),
-            "self": text(
-                "this head attends to the token itself (the main diagonal); the previous "
-                "token is one below it, diagonal offset=-1",
-                "这个头关注的是词元自己（主对角线）；前一个词元在它下面一条，对角线 offset=-1"),
-            "spike": text(
-                "this head puts all its weight on the previous token for one query only: "
-                "average w[i, i-1] over the queries, do not take the max",
-                "这个头只在一个查询上把全部权重放在前一个词元上：请对所有查询求 w[i, i-1] 的"
-                "平均值，而不是取最大值"),
-            "wrap": text(
+                "previous token is w[i, i-1], diagonal offset=-1"),
+            "self": _(
+                "this head attends to the token itself (the main diagonal); the previous token is "
+                "one below it, diagonal offset=-1"),
+            "spike": _(
+                "this head puts all its weight on the previous token for one query only: average "
+                "w[i, i-1] over the queries, do not take the max"),
+            "wrap": _(
                 "this head wins only because query 0's weight on the last key was counted: "
                 "query 0 has no previous token (torch.roll wraps around), so average over "
-                "queries 1..n-1",
-                "这个头胜出，只是因为算进了查询 0 在最后一个键上的权重：查询 0 没有前一个词元"
-                "（torch.roll 会首尾相接），所以只对查询 1..n-1 求平均"),
+                "queries 1..n-1"),
         }
         for name, message in slips.items():
             if (layer, head) == decoys[name]:
                 raise Incorrect(message)
         score = weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1)
         if score[layer, head] == score.min():
-            raise Incorrect(text(f"({layer}, {head}) is the head with the *least* weight on the "
-                                 "previous token: argmax, not argmin",
-                                 f"({layer}, {head}) 是放在前一个词元上的权重*最少*的头："
-                                 "应当用 argmax，而不是 argmin"))
+            raise Incorrect(_(
+                "({layer}, {head}) is the head with the *least* weight on the previous token: "
+                "argmax, not argmin").format(layer=layer, head=head))
         share = score[layer, head].item()
-        raise Incorrect(text(
-            f"head ({layer}, {head}) puts on average {share:.2f} of a "
-            "query's weight on the previous token; another head puts more. Score each head by "
-            "the mean of w[i, i-1] over queries i = 1..n-1",
-            f"头 ({layer}, {head}) 平均把一个查询 {share:.2f} 的权重放在前一个词元上；"
-            "另有一个头放得更多。请用 w[i, i-1] 在查询 i = 1..n-1 上的平均值给每个头打分"))
+        raise Incorrect(_(
+            "head ({layer}, {head}) puts on average {share:.2f} of a query's weight on the "
+            "previous token; another head puts more. Score each head by the mean of w[i, i-1] "
+            "over queries i = 1..n-1").format(layer=layer, head=head, share=share))
 
 
 previous_token_head = Exercise(
-    title=Bilingual("find the previous-token head", "找出关注前一个词元的头"),
+    title=N_("find the previous-token head"),
     checker=_check_previous_token_head,
     reference=_previous_token_head_reference,
     hints=(
-        Bilingual(
+        N_(
             "w[i, i-1] for every query i >= 1 is one diagonal of the (n_q, n_k) map: "
-            "weights.diagonal(offset=-1, dim1=-2, dim2=-1) gives (num_layers, num_heads, n-1).",
-            "对每个查询 i >= 1，w[i, i-1] 构成 (n_q, n_k) 图中的一条对角线："
-            "weights.diagonal(offset=-1, dim1=-2, dim2=-1) 给出 (num_layers, num_heads, n-1)。"),
-        Bilingual("Average it over the last axis to score each head, then take the argmax.",
-                  "沿最后一个轴求平均，给每个头打分，再取 argmax。"),
-        Bilingual(
-            "A flat argmax over (num_layers, num_heads) unravels with divmod(index, num_heads).",
-            "(num_layers, num_heads) 上的扁平 argmax 用 divmod(index, num_heads) 还原。"),
+            "weights.diagonal(offset=-1, dim1=-2, dim2=-1) gives (num_layers, num_heads, n-1)."),
+        N_("Average it over the last axis to score each head, then take the argmax."),
+        N_("A flat argmax over (num_layers, num_heads) unravels with divmod(index, num_heads)."),
     ),
 )

@@ -21,7 +21,7 @@ from course_utils.exercises import (
     expect_shape,
     is_close,
 )
-from course_utils.language import Bilingual, text
+from course_utils.language import N_, _, pgettext
 
 
 def _project_qkv_reference(x, w_q, w_k, w_v):
@@ -37,57 +37,47 @@ def _check_project_qkv(answer):
                      for width in (d_k, d_k, d_v))
     result = attempt(answer, x, w_q, w_k, w_v)
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise Incorrect(text("return the three tensors as a tuple: return q, k, v",
-                             "请把三个张量作为一个元组返回：return q, k, v"))
+        raise Incorrect(_("return the three tensors as a tuple: return q, k, v"))
     q, k, v = result
     expected = _project_qkv_reference(x, w_q, w_k, w_v)
     shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in result]
     if shapes == [(d_k, n), (d_k, n), (d_v, n)]:
-        raise Incorrect(text(
-            f"q, k, v have shapes {shapes}: transposed. Each should be one row per "
-            "token, (n, d_k) or (n, d_v): x @ w_q, not w_q.T @ x.T",
-            f"q、k、v 的形状是 {shapes}：转置了。每个都应当是每个词元一行，即 (n, d_k) 或 "
-            "(n, d_v)：写 x @ w_q，而不是 w_q.T @ x.T"))
+        raise Incorrect(_(
+            "q, k, v have shapes {shapes}: transposed. Each should be one row per token, (n, d_k) "
+            "or (n, d_v): x @ w_q, not w_q.T @ x.T").format(shapes=shapes))
     if shapes[1] == (n, d_v) and shapes[2] == (n, d_k):
-        raise Incorrect(text(
-            "k and v are swapped: k = x @ w_k is (n, d_k), v = x @ w_v is (n, d_v)",
-            "k 和 v 弄反了：k = x @ w_k 的形状是 (n, d_k)，v = x @ w_v 的形状是 (n, d_v)"))
+        raise Incorrect(_("k and v are swapped: k = x @ w_k is (n, d_k), v = x @ w_v is (n, d_v)"))
     for name, got, want in zip("qkv", result, expected, strict=True):
         expect_shape(got, want.shape, f"{name} ({'n, d_v' if name == 'v' else 'n, d_k'})")
         if not got.is_floating_point():
-            raise Incorrect(text(
-                f"{name} should be a floating-point tensor, got dtype {got.dtype}",
-                f"{name} 应当是浮点张量，实际的 dtype 是 {got.dtype}"))
+            raise Incorrect(_(
+                "{name} should be a floating-point tensor, got dtype {dtype}").format(
+                name=name, dtype=got.dtype))
         expect_finite(got, name)
     if is_close(q, expected[1]) and is_close(k, expected[0]):
-        raise Incorrect(text("q and k are swapped: q = x @ w_q, k = x @ w_k",
-                             "q 和 k 弄反了：q = x @ w_q，k = x @ w_k"))
+        raise Incorrect(_("q and k are swapped: q = x @ w_q, k = x @ w_k"))
     if is_close(q, k):
-        raise Incorrect(text("q and k are equal: each of q, k, v needs its own matrix "
-                             "(q = x @ w_q, k = x @ w_k, v = x @ w_v)",
-                             "q 和 k 相等：q、k、v 各自需要自己的矩阵"
-                             "（q = x @ w_q，k = x @ w_k，v = x @ w_v）"))
+        raise Incorrect(_(
+            "q and k are equal: each of q, k, v needs its own matrix (q = x @ w_q, k = x @ w_k, v "
+            "= x @ w_v)"))
     for scale in (math.sqrt(d_k), d_k):
         if is_close(q, expected[0] / scale):
-            raise Incorrect(text("q is divided by a scale: the projection is only x @ w_q; the "
-                                 "1/sqrt(d_k) belongs to the scores q @ k.T",
-                                 "q 被除以了一个缩放因子：投影只是 x @ w_q；"
-                                 "1/sqrt(d_k) 应当作用在分数 q @ k.T 上"))
+            raise Incorrect(_(
+                "q is divided by a scale: the projection is only x @ w_q; the 1/sqrt(d_k) belongs "
+                "to the scores q @ k.T"))
     for name, got, want in zip("qkv", result, expected, strict=True):
         expect_close(got, want, name)
 
 
 project_qkv = Exercise(
-    title=Bilingual("project X into queries, keys and values", "把 X 投影成查询、键和值"),
+    title=N_("project X into queries, keys and values"),
     checker=_check_project_qkv,
     reference=_project_qkv_reference,
     hints=(
-        Bilingual("Each of q, k, v is X times its own matrix; X is (n, d_model), W_Q is "
-                  "(d_model, d_k), so x @ w_q is (n, d_k).",
-                  "q、k、v 都是 X 乘以各自的矩阵；X 是 (n, d_model)，W_Q 是 (d_model, d_k)，"
-                  "所以 x @ w_q 是 (n, d_k)。"),
-        Bilingual("Matrix product in torch: x @ w_q. Return all three: return q, k, v.",
-                  "torch 里的矩阵乘法写作 x @ w_q。三个都要返回：return q, k, v。"),
+        N_(
+            "Each of q, k, v is X times its own matrix; X is (n, d_model), W_Q is (d_model, d_k), "
+            "so x @ w_q is (n, d_k)."),
+        N_("Matrix product in torch: x @ w_q. Return all three: return q, k, v."),
     ),
 )
 
@@ -107,78 +97,62 @@ def _check_attention(answer):
     v = torch.randn(n_k, d_v, generator=generator)
     result = attempt(answer, q, k, v)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise Incorrect(text("return two tensors: return output, weights",
-                             "请返回两个张量：return output, weights"))
+        raise Incorrect(_("return two tensors: return output, weights"))
     output, weights = result
     shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in result]
     if shapes == [(n_q, n_k), (n_q, d_v)]:
-        raise Incorrect(text(
-            "output and weights are swapped: return output, weights (in that order)",
-            "output 和 weights 弄反了：按 return output, weights 的顺序返回"))
+        raise Incorrect(_("output and weights are swapped: return output, weights (in that order)"))
     if shapes[1] == (n_k, n_q):
-        raise Incorrect(text(
-            f"weights should be (n_q, n_k) = ({n_q}, {n_k}), got ({n_k}, {n_q}): "
-            "one row per query, so scores = q @ k.T (not k @ q.T), and return "
-            "the weights untransposed",
-            f"weights 应当是 (n_q, n_k) = ({n_q}, {n_k})，实际是 ({n_k}, {n_q})："
-            "每个查询占一行，所以 scores = q @ k.T（不是 k @ q.T），并且返回权重时不要转置"))
-    expect_shape(weights, (n_q, n_k), text("weights (n_q, n_k)", "权重 weights (n_q, n_k) "))
-    expect_shape(output, (n_q, d_v), text("output (n_q, d_v)", "输出 output (n_q, d_v) "))
+        raise Incorrect(_(
+            "weights should be (n_q, n_k) = ({n_q}, {n_k}), got ({n_k}, {n_q}): one row per "
+            "query, so scores = q @ k.T (not k @ q.T), and return the weights untransposed").format(
+            n_q=n_q, n_k=n_k))
+    expect_shape(weights, (n_q, n_k), _("weights (n_q, n_k)"))
+    expect_shape(output, (n_q, d_v), _("output (n_q, d_v)"))
     for name, tensor in (("weights", weights), ("output", output)):
         if not tensor.is_floating_point():
-            raise Incorrect(text(
-                f"{name} should be a floating-point tensor, got dtype {tensor.dtype}",
-                f"{name} 应当是浮点张量，实际的 dtype 是 {tensor.dtype}"))
+            raise Incorrect(_(
+                "{name} should be a floating-point tensor, got dtype {dtype}").format(
+                name=name, dtype=tensor.dtype))
         expect_finite(tensor, name)
     weights64 = weights.detach().double()
     row_sums = weights64.sum(dim=-1)
     if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
         column_sums = weights64.sum(dim=0)
         if torch.allclose(column_sums, torch.ones_like(column_sums), atol=1e-4):
-            raise Incorrect(text("the columns of your weights sum to 1, not the rows: softmax "
-                                 "over the wrong dim? Use dim=-1 (over the keys)",
-                                 "你的权重是每一列之和为 1，而不是每一行：softmax 的 dim 选错了？"
-                                 "请用 dim=-1（沿键的方向）"))
-        raise Incorrect(text(f"the rows of your weights sum to {row_sums[0].item():.3g}, not 1: "
-                             "apply torch.softmax(scores, dim=-1) to the scaled scores",
-                             f"你的权重每一行之和是 {row_sums[0].item():.3g}，不是 1："
-                             "请对缩放后的分数做 torch.softmax(scores, dim=-1)"))
+            raise Incorrect(_(
+                "the columns of your weights sum to 1, not the rows: softmax over the wrong dim? "
+                "Use dim=-1 (over the keys)"))
+        raise Incorrect(_(
+            "the rows of your weights sum to {item:.3g}, not 1: apply torch.softmax(scores, "
+            "dim=-1) to the scaled scores").format(item=row_sums[0].item()))
     expected_output, expected_weights = scaled_dot_product_attention(q, k, v)
     wrong_scales = {
-        1.0: text("your weights are those of unscaled scores: divide q @ k.T by sqrt(d_k)",
-                  "你的权重来自没有缩放的分数：要把 q @ k.T 除以 sqrt(d_k)"),
-        1 / math.sqrt(d_v): text("you divided by sqrt(d_v) = sqrt(v.shape[-1]); the scale is "
-                                 "sqrt(d_k) = sqrt(q.shape[-1]), the width of queries and keys",
-                                 "你除以的是 sqrt(d_v) = sqrt(v.shape[-1])；缩放因子应当是 "
-                                 "sqrt(d_k) = sqrt(q.shape[-1])，即查询和键的宽度"),
-        1 / d_k: text("you divided by d_k; the scale is sqrt(d_k)",
-                      "你除以的是 d_k；缩放因子应当是 sqrt(d_k)"),
-        math.sqrt(d_k): text("you multiplied by sqrt(d_k); divide by it",
-                             "你乘上了 sqrt(d_k)；应当除以它"),
+        1.0: _("your weights are those of unscaled scores: divide q @ k.T by sqrt(d_k)"),
+        1 / math.sqrt(d_v): _(
+            "you divided by sqrt(d_v) = sqrt(v.shape[-1]); the scale is sqrt(d_k) = "
+            "sqrt(q.shape[-1]), the width of queries and keys"),
+        1 / d_k: _("you divided by d_k; the scale is sqrt(d_k)"),
+        math.sqrt(d_k): _("you multiplied by sqrt(d_k); divide by it"),
     }
     for scale, message in wrong_scales.items():
         if is_close(weights, scaled_dot_product_attention(q, k, v, scale=scale)[1]):
             raise Incorrect(message)
-    expect_close(weights, expected_weights, text("weights", "权重 weights "))
+    expect_close(weights, expected_weights, pgettext("answer", "weights"))
     if is_close(output, expected_weights @ v / math.sqrt(d_k)):
-        raise Incorrect(text("output is divided by sqrt(d_k) again: the scale belongs to the "
-                             "scores only; output = weights @ v",
-                             "output 又被除了一次 sqrt(d_k)：缩放只作用在分数上；"
-                             "output = weights @ v"))
-    expect_close(output, expected_output, text("output", "输出 output "))
+        raise Incorrect(_(
+            "output is divided by sqrt(d_k) again: the scale belongs to the scores only; output = "
+            "weights @ v"))
+    expect_close(output, expected_output, pgettext("answer", "output"))
 
 
 attention_from_qkv = Exercise(
-    title=Bilingual("scaled dot-product attention from q, k, v", "由 q、k、v 计算缩放点积注意力"),
+    title=N_("scaled dot-product attention from q, k, v"),
     checker=_check_attention,
     reference=_attention_reference,
     hints=(
-        Bilingual("Scores are q @ k.T, (n_q, n_k), divided by sqrt(d_k) where d_k = "
-                  "q.shape[-1].",
-                  "分数是 q @ k.T，形状 (n_q, n_k)，再除以 sqrt(d_k)，其中 d_k = q.shape[-1]。"),
-        Bilingual("Softmax over the keys, the last dim: torch.softmax(scores, dim=-1).",
-                  "沿键的方向（最后一维）做 softmax：torch.softmax(scores, dim=-1)。"),
-        Bilingual("The output is the weighted average of the values: weights @ v, (n_q, d_v).",
-                  "输出是值的加权平均：weights @ v，形状 (n_q, d_v)。"),
+        N_("Scores are q @ k.T, (n_q, n_k), divided by sqrt(d_k) where d_k = q.shape[-1]."),
+        N_("Softmax over the keys, the last dim: torch.softmax(scores, dim=-1)."),
+        N_("The output is the weighted average of the values: weights @ v, (n_q, d_v)."),
     ),
 )

@@ -13,7 +13,7 @@ from course_utils.exercises import (
     expect_finite,
     expect_shape,
 )
-from course_utils.language import Bilingual, text
+from course_utils.language import N_, _
 from course_utils.transformer import EncoderBlock, sinusoidal_positions
 
 
@@ -22,7 +22,7 @@ def _pre_ln_block_reference(block, x):
 
     block has .self_attn, .ffn, .norm1, .norm2; x is (batch, seq_len, d_model).
     """
-    attended, _ = block.self_attn(block.norm1(x))  # (batch, seq_len, d_model)
+    attended, _weights = block.self_attn(block.norm1(x))  # (batch, seq_len, d_model)
     x = x + attended  # the residual stream itself is never normalised
     return x + block.ffn(block.norm2(x))  # (batch, seq_len, d_model)
 
@@ -44,13 +44,10 @@ def _check_pre_ln_block(answer):
     with torch.no_grad():
         got = attempt(answer, block, x.clone())
         if isinstance(got, tuple):
-            raise Incorrect(text(
-                "return only the output tensor (batch, seq_len, d_model); block.self_attn "
-                "returns (output, weights), so unpack it: attended, _ = block.self_attn(...)",
-                "只返回输出张量 (batch, seq_len, d_model)。block.self_attn 返回的是 "
-                "(output, weights)，要先拆开：attended, _ = block.self_attn(...)"
-            ))
-        expect_shape(got, x.shape, text("the block's output", "块的输出"))
+            raise Incorrect(_(
+                "return only the output tensor (batch, seq_len, d_model); block.self_attn returns "
+                "(output, weights), so unpack it: attended, _ = block.self_attn(...)"))
+        expect_shape(got, x.shape, _("the block's output"))
         n1, n2, ffn = block.norm1, block.norm2, block.ffn
 
         def attn(h):
@@ -69,57 +66,43 @@ def _check_pre_ln_block(answer):
         h = x + attn(n2(x))
         swapped_norms = h + ffn(n1(h))
     known_mistakes = (
-        (post_ln, text(
-            "this is the post-LN order, norm(x + sublayer(x)). Pre-LN normalises the "
-            "sublayer's input instead: x + sublayer(norm(x))",
-            "这是 post-LN 的顺序 norm(x + sublayer(x))。pre-LN 归一化的是子层的输入："
-            "x + sublayer(norm(x))")),
-        (normalised_residual, text(
-            "the residual adds the normalised x. Keep the original x for the "
-            "residual: x + attn(norm1(x)); only the sublayer sees norm(x)",
-            "残差连接加回的是归一化之后的 x。残差要用原来的 x：x + attn(norm1(x))；"
-            "只有子层看到 norm(x)")),
-        (no_residual, text(
-            "there is no residual connection: add each sublayer's input back, "
-            "x = x + sublayer(norm(x))",
-            "缺少残差连接：把每个子层的输入加回来，x = x + sublayer(norm(x))")),
-        (attention_half, text(
-            "the output is the attention half only: the FFN sublayer, "
-            "x + ffn(norm2(x)), is missing",
-            "输出只有注意力这一半：缺少前馈网络子层 x + ffn(norm2(x))")),
-        (no_norm2, text(
-            "the FFN sees the un-normalised stream: normalise its input with norm2, "
-            "x + ffn(norm2(x))",
-            "前馈网络看到的是未归一化的残差流：先用 norm2 归一化它的输入，x + ffn(norm2(x))")),
-        (norm1_twice, text(
-            "norm1 is used before both sublayers: the FFN has its own, norm2",
-            "两个子层前都用了 norm1：前馈网络有它自己的 norm2")),
-        (swapped_norms, text(
-            "norm1 and norm2 are swapped: norm1 goes before attention, "
-            "norm2 before the FFN",
-            "norm1 和 norm2 用反了：norm1 放在注意力之前，norm2 放在前馈网络之前")),
-        (normalised_output, text(
-            "the output is normalised at the end: a pre-LN block leaves the "
-            "residual stream un-normalised (only the sublayer inputs are)",
-            "输出在最后被归一化了：pre-LN 块不对残差流做归一化（只归一化各子层的输入）")),
+        (post_ln, _(
+            "this is the post-LN order, norm(x + sublayer(x)). Pre-LN normalises the sublayer's "
+            "input instead: x + sublayer(norm(x))")),
+        (normalised_residual, _(
+            "the residual adds the normalised x. Keep the original x for the residual: x + "
+            "attn(norm1(x)); only the sublayer sees norm(x)")),
+        (no_residual, _(
+            "there is no residual connection: add each sublayer's input back, x = x + "
+            "sublayer(norm(x))")),
+        (attention_half, _(
+            "the output is the attention half only: the FFN sublayer, x + ffn(norm2(x)), is "
+            "missing")),
+        (no_norm2, _(
+            "the FFN sees the un-normalised stream: normalise its input with norm2, x + "
+            "ffn(norm2(x))")),
+        (norm1_twice, _("norm1 is used before both sublayers: the FFN has its own, norm2")),
+        (swapped_norms, _(
+            "norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the FFN")),
+        (normalised_output, _(
+            "the output is normalised at the end: a pre-LN block leaves the residual stream "
+            "un-normalised (only the sublayer inputs are)")),
     )
     for wrong, reason in known_mistakes:
         if torch.allclose(got, wrong, atol=1e-5):
             raise Incorrect(reason)
-    expect_close(got, reference, text("the block's output", "块的输出"))
+    expect_close(got, reference, _("the block's output"))
 
 
 pre_ln_block = Exercise(
-    title=Bilingual("the pre-LN block's forward pass", "pre-LN 块的前向计算"),
+    title=N_("the pre-LN block's forward pass"),
     checker=_check_pre_ln_block,
     reference=_pre_ln_block_reference,
     hints=(
-        Bilingual("Two sublayers, each as x = x + sublayer(norm(x)): attention with norm1, "
-                  "then the FFN with norm2.",
-                  "两个子层，都写成 x = x + sublayer(norm(x))：先是注意力配 norm1，"
-                  "再是前馈网络配 norm2。"),
-        Bilingual("block.self_attn(h) returns (output, weights): keep the output only.",
-                  "block.self_attn(h) 返回 (output, weights)：只保留 output。"),
+        N_(
+            "Two sublayers, each as x = x + sublayer(norm(x)): attention with norm1, then the FFN "
+            "with norm2."),
+        N_("block.self_attn(h) returns (output, weights): keep the output only."),
     ),
 )
 
@@ -140,8 +123,7 @@ def _verdict(answer, fn, x, perm) -> bool:
     if isinstance(result, torch.Tensor) and result.dtype == torch.bool and result.numel() == 1:
         return bool(result)
     if not isinstance(result, bool):
-        raise Incorrect(text(f"return True or False, got {type(result).__name__}",
-                             f"应当返回 True 或 False，实际得到 {type(result).__name__}"))
+        raise Incorrect(_("return True or False, got {kind}").format(kind=type(result).__name__))
     return result
 
 
@@ -179,62 +161,41 @@ def _check_is_permutation_equivariant(answer):
 
     with torch.no_grad():
         if not _verdict(answer, doubled, x, perm):
-            raise Incorrect(text(
-                "fn(x) = 2 * x is equivariant, but your function says no: compare "
-                "fn(x[:, perm]) with fn(x)[:, perm], the output permuted the same way",
-                "fn(x) = 2 * x 是置换等变的，你的函数却说不是：应当比较 fn(x[:, perm]) "
-                "和按同样方式置换后的输出 fn(x)[:, perm]"
-            ))
+            raise Incorrect(_(
+                "fn(x) = 2 * x is equivariant, but your function says no: compare fn(x[:, perm]) "
+                "with fn(x)[:, perm], the output permuted the same way"))
         for fn in (block_output, block_output_with_rounding):
             if not _verdict(answer, fn, x, perm):
-                raise Incorrect(text(
-                    "a block without positions is equivariant, but your function says no: "
-                    "outputs computed in another order differ in the last bits, so compare "
-                    "them with torch.allclose, not exactly (torch.equal or ==)",
-                    "没有位置信息的块是置换等变的，你的函数却说不是：按另一种顺序算出的输出"
-                    "在最后几位上会有舍入差异，所以要用 torch.allclose 比较，"
-                    "不能要求完全相等（torch.equal 或 ==）"
-                ))
+                raise Incorrect(_(
+                    "a block without positions is equivariant, but your function says no: outputs "
+                    "computed in another order differ in the last bits, so compare them with "
+                    "torch.allclose, not exactly (torch.equal or ==)"))
         if _verdict(answer, block_with_positions, x, perm):
-            raise Incorrect(text(
-                "a block with position encodings added is not equivariant (the outputs "
-                "differ by far more than rounding), but your function says it is: compare "
-                "the two outputs' values position by position with torch.allclose",
-                "加上位置编码的块不是置换等变的（两个输出的差别远大于舍入误差），"
-                "你的函数却说是：用 torch.allclose 逐个位置比较两个输出的数值"
-            ))
+            raise Incorrect(_(
+                "a block with position encodings added is not equivariant (the outputs differ by "
+                "far more than rounding), but your function says it is: compare the two outputs' "
+                "values position by position with torch.allclose"))
         if _verdict(answer, reversed_tokens, x, perm):
-            raise Incorrect(text(
+            raise Incorrect(_(
                 "fn(x) = x.flip(1) (reverse the tokens) is not equivariant, but your function "
                 "says it is: comparing sums, sorted values or a permutation of the wrong axis "
                 "cannot see the order; compare fn(x[:, perm]) with fn(x)[:, perm] element by "
-                "element, permuting the tokens (dim 1)",
-                "fn(x) = x.flip(1)（把词元倒序）不是置换等变的，你的函数却说是：比较求和、"
-                "排序后的值，或者在错误的维度上置换，都看不出顺序；应当逐元素比较 "
-                "fn(x[:, perm]) 和 fn(x)[:, perm]，置换的是词元所在的维度（dim 1）"
-            ))
+                "element, permuting the tokens (dim 1)"))
         if _verdict(answer, last_token_shifted, x, perm):
-            raise Incorrect(text(
-                "a function that adds 1 to the last position only is not equivariant, but "
-                "your function says it is: compare every position, not just some tokens",
-                "只给最后一个位置加 1 的函数不是置换等变的，你的函数却说是："
-                "要比较每一个位置，而不只是其中几个词元"
-            ))
+            raise Incorrect(_(
+                "a function that adds 1 to the last position only is not equivariant, but your "
+                "function says it is: compare every position, not just some tokens"))
 
 
 is_permutation_equivariant = Exercise(
-    title=Bilingual("test a function for permutation equivariance",
-                    "检验一个函数是否置换等变"),
+    title=N_("test a function for permutation equivariance"),
     checker=_check_is_permutation_equivariant,
     reference=_is_permutation_equivariant_reference,
     hints=(
-        Bilingual("Run fn twice: once on the permuted tokens x[:, perm], once on x and permute "
-                  "its output with [:, perm]. Equivariant means the two agree.",
-                  "把 fn 运行两次：一次作用在置换后的词元 x[:, perm] 上，一次作用在 x 上，"
-                  "再用 [:, perm] 置换它的输出。两者一致，就是置换等变。"),
-        Bilingual("Float sums in another order differ in the last bits: compare with "
-                  "torch.allclose.",
-                  "浮点数换一种顺序求和，最后几位会不同：用 torch.allclose 比较。"),
+        N_(
+            "Run fn twice: once on the permuted tokens x[:, perm], once on x and permute its "
+            "output with [:, perm]. Equivariant means the two agree."),
+        N_("Float sums in another order differ in the last bits: compare with torch.allclose."),
     ),
 )
 
@@ -256,10 +217,9 @@ def _check_sinusoidal(answer):
     what = f"sinusoidal_positions({seq_len}, {d_model})"
     expect_shape(got, (seq_len, d_model), what)
     if not got.is_floating_point():
-        raise Incorrect(text(
-            f"{what} should be a floating-point tensor, got dtype {got.dtype}: "
-            "integer positions must become floats before the division",
-            f"{what} 应当是浮点张量，实际的 dtype 是 {got.dtype}：整数位置要先转成浮点数再做除法"))
+        raise Incorrect(_(
+            "{what} should be a floating-point tensor, got dtype {dtype}: integer positions must "
+            "become floats before the division").format(what=what, dtype=got.dtype))
     expect_finite(got, what)
     got = got.detach().double()
     expected = sinusoidal_positions(seq_len, d_model).double()
@@ -270,57 +230,40 @@ def _check_sinusoidal(answer):
     if close(got, expected):
         return
     if close(got[:, 0::2], expected[:, 1::2]):
-        raise Incorrect(text(
-            "sin and cos are swapped: even columns (0, 2, ...) hold the sines",
-            "sin 和 cos 放反了：偶数列（0, 2, ...）放的是正弦"))
+        raise Incorrect(_("sin and cos are swapped: even columns (0, 2, ...) hold the sines"))
     half = d_model // 2
     if close(got[:, :half], expected[:, 0::2]):
-        raise Incorrect(text(
-            "the sines fill the first half and the cosines the second; interleave them "
-            "instead: table[:, 0::2] = sin, table[:, 1::2] = cos",
-            "正弦填满了前一半、余弦填满了后一半；应当交错排列："
-            "table[:, 0::2] = sin，table[:, 1::2] = cos"
-        ))
+        raise Incorrect(_(
+            "the sines fill the first half and the cosines the second; interleave them instead: "
+            "table[:, 0::2] = sin, table[:, 1::2] = cos"))
     if close(got[:-1], expected[1:]):
-        raise Incorrect(text(
-            "your positions start at 1: the first row is position 0 (sin 0 = 0)",
-            "你的位置从 1 开始：第一行应当是位置 0（sin 0 = 0）"))
+        raise Incorrect(_("your positions start at 1: the first row is position 0 (sin 0 = 0)"))
     if close(got[:, 0::2], expected[:, 0::2]):
-        raise Incorrect(text(
-            "the sine columns are right but the cosine columns are not: column 2i+1 uses the "
-            "same frequency as column 2i, 1 / 10000^(2i/d_model)",
-            "正弦列对了，余弦列不对：第 2i+1 列和第 2i 列用同一个频率 1 / 10000^(2i/d_model)"
-        ))
+        raise Incorrect(_(
+            "the sine columns are right but the cosine columns are not: column 2i+1 uses the same "
+            "frequency as column 2i, 1 / 10000^(2i/d_model)"))
     if not close(got[:, 0], expected[:, 0]):
-        raise Incorrect(text(
-            "column 0 should be sin(pos), the fastest clock (frequency 1): check the angle "
-            "pos / 10000^(2i/d_model) at i = 0",
-            "第 0 列应当是 sin(pos)，转得最快的那个时钟（频率为 1）：检查 i = 0 时的角度 "
-            "pos / 10000^(2i/d_model)"
-        ))
+        raise Incorrect(_(
+            "column 0 should be sin(pos), the fastest clock (frequency 1): check the angle pos / "
+            "10000^(2i/d_model) at i = 0"))
     slowest = 1 / 10000 ** ((d_model - 2) / d_model)
-    raise Incorrect(text(
-        "the first column is right but the frequencies of the others are not: pair i turns "
-        f"at 1 / 10000^(2i/d_model), down to {slowest:.2g} for the last pair when "
-        f"d_model={d_model}; 2i runs over 0, 2, 4, ..., not over 0, 1, 2, ...",
-        "第一列对了，其余各列的频率不对：第 i 对列的频率是 1 / 10000^(2i/d_model)，"
-        f"d_model={d_model} 时最后一对降到 {slowest:.2g}；2i 取 0, 2, 4, ...，"
-        "而不是 0, 1, 2, ..."
-    ))
+    raise Incorrect(_(
+        "the first column is right but the frequencies of the others are not: pair i turns at 1 / "
+        "10000^(2i/d_model), down to {slowest:.2g} for the last pair when d_model={d_model}; 2i "
+        "runs over 0, 2, 4, ..., not over 0, 1, 2, ...").format(
+        slowest=slowest, d_model=d_model))
 
 
 sinusoidal = Exercise(
-    title=Bilingual("the sinusoidal position table", "正弦位置编码表"),
+    title=N_("the sinusoidal position table"),
     checker=_check_sinusoidal,
     reference=_sinusoidal_reference,
     hints=(
-        Bilingual("Make an angle table (seq_len, d_model / 2): position / 10000^(2i/d_model), "
-                  "with 2i = torch.arange(0, d_model, 2).",
-                  "先做一张角度表 (seq_len, d_model / 2)：position / 10000^(2i/d_model)，"
-                  "其中 2i = torch.arange(0, d_model, 2)。"),
-        Bilingual("Start from torch.zeros(seq_len, d_model) and fill table[:, 0::2] with the "
-                  "sines and table[:, 1::2] with the cosines.",
-                  "从 torch.zeros(seq_len, d_model) 开始，把正弦填进 table[:, 0::2]，"
-                  "余弦填进 table[:, 1::2]。"),
+        N_(
+            "Make an angle table (seq_len, d_model / 2): position / 10000^(2i/d_model), with 2i = "
+            "torch.arange(0, d_model, 2)."),
+        N_(
+            "Start from torch.zeros(seq_len, d_model) and fill table[:, 0::2] with the sines and "
+            "table[:, 1::2] with the cosines."),
     ),
 )

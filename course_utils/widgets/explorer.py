@@ -56,7 +56,7 @@ from matplotlib.patches import Rectangle
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import require_tensor
-from course_utils.language import current_language, text
+from course_utils.language import N_, _, example_words, join_sentences
 from course_utils.masks import causal_mask
 from course_utils.scaling import row_entropy
 from course_utils.widgets.explorer_js import EXPLORER_CSS, EXPLORER_JS
@@ -88,8 +88,7 @@ class AttentionExample:
     def __post_init__(self):
         n = len(self.tokens)
         if n == 0:
-            raise ValueError(text("tokens should hold at least one token, got none",
-                                  "tokens 至少要有一个词元，而这里一个也没有"))
+            raise ValueError("tokens should hold at least one token, got none")
         for name in ("queries", "keys", "values"):
             value = getattr(self, name)
             if name == "values" and value is None:
@@ -99,20 +98,15 @@ class AttentionExample:
                 got = (f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                        else type(value).__name__)
                 shape = notation.format(n=n)
-                raise ValueError(text(f"{name} should be a tensor {shape}, got {got}",
-                                      f"{name} 应当是形状为 {shape} 的张量，而这里是 {got}"))
+                raise ValueError(f"{name} should be a tensor {shape}, got {got}")
             if not torch.isfinite(value).all():
-                raise ValueError(text(f"{name} should hold finite numbers, got NaN or inf",
-                                      f"{name} 应当只含有限的数，而这里有 NaN 或 inf"))
+                raise ValueError(f"{name} should hold finite numbers, got NaN or inf")
         if self.queries.shape != self.keys.shape:
             queries, keys = tuple(self.queries.shape), tuple(self.keys.shape)
-            raise ValueError(text(f"queries {queries} and keys {keys} should both be "
-                                  "(seq_len, d_k)",
-                                  f"queries {queries} 和 keys {keys} 都应当是 (seq_len, d_k)"))
+            raise ValueError(f"queries {queries} and keys {keys} should both be (seq_len, d_k)")
         if not 0 <= self.default_query < n:
-            raise ValueError(text(
-                f"default_query should be in 0..{n - 1}, got {self.default_query}",
-                f"default_query 应当在 0..{n - 1} 之间，而这里是 {self.default_query}"))
+            raise ValueError(
+                f"default_query should be in 0..{n - 1}, got {self.default_query}")
 
     @property
     def d_k(self) -> int:
@@ -131,10 +125,8 @@ class AttentionExample:
             positions = [i for i, token in enumerate(self.tokens) if token == query]
             if len(positions) != 1:
                 found = "does not occur" if not positions else f"occurs at {positions}"
-                where = "不在" if not positions else f"在位置 {positions} 出现于"
-                raise ValueError(text(
-                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead",
-                    f"查询 {query!r} {where} {list(self.tokens)} 中；请改为传入它的下标"))
+                raise ValueError(
+                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead")
             return positions[0]
         if not 0 <= query < len(self.tokens):
             raise ValueError(f"query index should be in 0..{len(self.tokens) - 1}, got {query}")
@@ -164,35 +156,24 @@ PRONOUN_SENTENCE = (
 ROUND_SENTENCE = PRONOUN_SENTENCE[:-1] + (
     ("round", {"quality": 1}, {"pronoun": 2, "inanimate": 2}),
 )
-# The Chinese edition's words for the same rows, position by position (这只小猫追着那个球，
-# 因为它很好动 / 它很圆): every word plays the English word's role, so both editions
-# compute the same weights.
-PRONOUN_WORDS_ZH = ("这只", "小猫", "追着", "那个", "球", "因为", "它", "很", "好动")
-ROUND_WORDS_ZH = PRONOUN_WORDS_ZH[:-1] + ("圆",)
-
-
 def in_course_language(table: Sequence[tuple[str, Mapping[str, float], Mapping[str, float]]],
-                       chinese_words: Sequence[str]):
-    """``table`` with its words replaced by ``chinese_words`` in the Chinese edition."""
-    if current_language() != "zh-CN":
-        return tuple(table)
-    if len(chinese_words) != len(table):
-        raise ValueError(f"need one Chinese word per row: {len(table)} rows, "
-                         f"got {len(chinese_words)} words")
-    return tuple((word, is_, wants) for word, (_, is_, wants) in
-                 zip(chinese_words, table, strict=True))
+                       example: str):
+    """``table`` with its words in the current edition's (``language.example_words``): an
+    edition gives every word a word of its own language in the same role, so every edition
+    computes the same weights."""
+    words = example_words(example, tuple(row[0] for row in table))
+    return tuple((word, is_, wants) for word, (_word, is_, wants) in
+                 zip(words, table, strict=True))
 
 
 def _feature_vector(strengths: Mapping[str, float], features: Sequence[str]) -> list[float]:
     if not isinstance(strengths, Mapping):
         got = type(strengths).__name__
-        raise TypeError(text(f"feature strengths should be a dict feature -> number, got {got}",
-                             f"特征强度应当是一个字典 feature -> number，而这里是 {got}"))
+        raise TypeError(f"feature strengths should be a dict feature -> number, got {got}")
     unknown = set(strengths) - set(features)
     if unknown:
-        raise ValueError(text(
-            f"unknown features {sorted(unknown)}; expected some of {tuple(features)}",
-            f"未知的特征 {sorted(unknown)}；应当取自 {tuple(features)}"))
+        raise ValueError(
+            f"unknown features {sorted(unknown)}; expected some of {tuple(features)}")
     return [float(strengths.get(name, 0.0)) for name in features]
 
 
@@ -205,17 +186,14 @@ def example_from_table(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
     the word's key and query (d_k = len(features)). Values are the keys.
     """
     if not isinstance(table, Sequence) or not table:
-        raise ValueError(text("table should be a non-empty list of (word, is, looks_for) rows",
-                              "table 应当是一个非空的列表，每行是 (word, is, looks_for)"))
+        raise ValueError("table should be a non-empty list of (word, is, looks_for) rows")
     for row in table:
         if not (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)):
-            raise ValueError(text(f"each row should be (word, {{feature: strength}}, "
-                                  f"{{feature: strength}}), got {row!r}",
-                                  f"每一行都应当是 (word, {{feature: strength}}, "
-                                  f"{{feature: strength}})，而这里是 {row!r}"))
-    tokens = tuple(word for word, _, _ in table)
-    keys = torch.tensor([_feature_vector(is_, features) for _, is_, _ in table])
-    queries = torch.tensor([_feature_vector(wants, features) for _, _, wants in table])
+            raise ValueError("each row should be (word, {feature: strength}, "
+                             f"{{feature: strength}}), got {row!r}")
+    tokens = tuple(row[0] for row in table)
+    keys = torch.tensor([_feature_vector(row[1], features) for row in table])
+    queries = torch.tensor([_feature_vector(row[2], features) for row in table])
     draft = AttentionExample(tokens, queries, keys, 0, source, feature_names=tuple(features))
     return AttentionExample(tokens, queries, keys, draft.index(default_query), source,
                             feature_names=tuple(features))
@@ -237,19 +215,17 @@ def pronoun_example() -> AttentionExample:
     With d_k = 8 and the 1/sqrt(8) scale, "it" puts about 0.59 of its weight on "kitten".
     """
     return example_from_table(
-        in_course_language(PRONOUN_SENTENCE, PRONOUN_WORDS_ZH), default_query=6,
-        source=text("set by hand: keys mark what each word is, queries what it looks for "
-                    "(see pronoun_example's docstring)",
-                    "手工设定：键标出每个词是什么，查询标出它在找什么"
-                    "（见 pronoun_example 的说明）"),
+        in_course_language(PRONOUN_SENTENCE, "pronoun_sentence"), default_query=6,
+        source=_(
+            "set by hand: keys mark what each word is, queries what it looks for (see "
+            "pronoun_example's docstring)"),
     )
 
 
 def round_example() -> AttentionExample:
     """"the kitten chased the ball because it was round": same vectors, last word changed."""
-    return example_from_table(in_course_language(ROUND_SENTENCE, ROUND_WORDS_ZH), default_query=6,
-                              source=text("set by hand, as pronoun_example",
-                                          "手工设定，与 pronoun_example 相同"))
+    return example_from_table(in_course_language(ROUND_SENTENCE, "round_sentence"),
+                              default_query=6, source=_("set by hand, as pronoun_example"))
 
 
 def _scale(example: AttentionExample, scaled: bool, temperature: float) -> float:
@@ -377,16 +353,17 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     """
     e = html.escape
     query_word = e(state.tokens[state.query])
-    scale = (text(f"scores ÷ √{d_k}", f"分数 ÷ √{d_k}") if state.scaled
-             else text("scores not scaled", "分数未缩放"))
+    scale = (_("scores ÷ √{d_k}").format(d_k=d_k) if state.scaled
+             else _("scores not scaled"))
     # The mask is named only when it is on: lessons before 05 show no mask at all.
-    mask = text("causal mask on · ", "因果掩码已开启 · ") if state.causal else ""
+    mask = _("causal mask on · ") if state.causal else ""
     settings = f"{mask}{scale}" if settings is None else html.escape(settings)
     lines = [
         f'<div class="attn-explorer-row" data-query="{state.query}" '
         f'data-causal="{int(state.causal)}" data-scaled="{int(state.scaled)}" '
         'style="font-family: monospace; line-height: 1.5;">',
-        f'<div>{text("query", "查询")} <b>{query_word}</b> · {settings}</div>',
+        "<div>" + _("query {word} · {settings}").format(word=f"<b>{query_word}</b>",
+                                                         settings=settings) + "</div>",
     ]
     for key, (token, weight, hidden) in enumerate(
             zip(state.tokens, state.weights, state.masked, strict=True)):
@@ -394,7 +371,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
         style = "font-weight: bold;" if key == state.argmax else ""
         if key == state.query:
             style += " text-decoration: underline;"
-        note = text(" (masked)", "（已被掩码遮住）") if hidden else ""
+        note = _(" (masked)") if hidden else ""
         lines.append(
             '<div style="display: flex; align-items: center; gap: 8px;">'
             f'<span style="width: 80px; text-align: right; {style}">{e(token)}</span>'
@@ -405,8 +382,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
             f'<span class="attn-explorer-weight" data-key="{key}" style="{style}">'
             f'{weight:.3f}</span><span style="color: #888;">{note}</span></div>'
         )
-    summary = text("largest weight {0} on {1} · entropy {2} nats (uniform: {3})",
-                   "最大权重 {0}，落在 {1} 上 · 熵 {2} 奈特（均匀分布时为 {3}）")
+    summary = _("largest weight {0} on {1} · entropy {2} nats (uniform: {3})")
     lines.append("<div>" + summary.format(
         f'<b class="attn-explorer-max">{state.max_weight:.3f}</b>',
         f'<b>{e(state.tokens[state.argmax])}</b>',
@@ -423,7 +399,7 @@ def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int
         f'<th style="{cell} writing-mode: vertical-rl; height: 56px;">{e(t)}</th>'
         for t in tokens
     )
-    corner = text("query \\ key", "查询 \\ 键")
+    corner = _("query \\ key")
     rows = [f'<tr><th style="font-size: 10px;">{corner}</th>{header}</tr>']
     for i, (token, row) in enumerate(zip(tokens, weights.tolist(), strict=True)):
         outline = "outline: 2px solid #1f4e79;" if i == query else ""
@@ -447,69 +423,62 @@ TOGGLES = ("causal", "scale", "temperature")
 # Temperatures the slider offers: a grid in steps of sqrt(2) around 1.
 TEMPERATURES = tuple(round(2 ** (k / 2), 4) for k in range(-4, 5))  # 0.25 ... 4
 _DIGITS = 4  # numbers sent to the page are rounded to this many decimals
-# Every word the page shows, (English, Chinese): the script reads them from the page's JSON
-# ("ui"), so one script serves both editions. "{0}", "{1}" ... are filled in by the script.
+# Every word the page shows: the script reads them from the page's JSON ("ui"), in the
+# course language, so one script serves every edition. "{0}", "{1}" ... are filled in by
+# the script.
 UI_TEXT = {
-    "query": ("query", "查询"),
-    "key": ("key", "键"),
-    "query_key": ("query \\ key", "查询 \\ 键"),
-    "on": ("on", "开"),
-    "off": ("off", "关"),
-    "causal": ("causal mask: {0}", "因果掩码：{0}"),
-    "scale": ("scale by 1/√{0}: {1}", "按 1/√{0} 缩放：{1}"),
-    "temperature": ("temperature ", "温度 "),
-    "layer": ("layer", "层"),
-    "head": ("head", "头"),
-    "layer_n": ("layer {0}", "第 {0} 层"),
-    "head_n": ("head {0}", "头 {0}"),
-    "layer_head": ("layer {0}, head {1}", "第 {0} 层，头 {1}"),
-    "click_note": ("Click a word to make it the query (hover to preview its row); hover a key "
-                   "on the right or a column of the table to see which queries attend to it.",
-                   "点击一个词，把它设为查询（鼠标悬停可预览它的那一行）；悬停在右侧的某个键"
-                   "或表格的某一列上，可以看到哪些查询在关注它。"),
-    "step_prev": ("◀ step", "◀ 上一步"),
-    "step_next": ("step ▶", "下一步 ▶"),
-    "computation": ("The computation for the query:", "这个查询的计算过程："),
-    "step_names": (["scores q·k", "× scale", "mask", "softmax", "weighted sum of values"],
-                   ["分数 q·k", "× 缩放", "掩码", "softmax", "对值加权求和"]),
-    "edit": ("Edit what the query looks for: ", "编辑这个查询要找的特征："),
-    "reset": ("back to the hand-set vectors", "恢复手工设定的向量"),
-    "editor_note": ("The query of the clicked word, feature by feature. Rows you edit are "
-                    "computed in the page (q·k, scale, mask, softmax); all other numbers come "
-                    "from Python.",
-                    "被点击的词的查询，逐个特征列出。你编辑过的行直接在页面里计算"
-                    "（q·k、缩放、掩码、softmax）；其余所有数字都来自 Python。"),
-    "edited_word": ('"{0}"', "“{0}”"),
-    "edited": (" (edited)", "（已编辑）"),
-    "model_note": ("Model view: every head of every layer (rows: layers, columns: heads). "
-                   "Click a map to open it above.",
-                   "模型视图：每一层的每一个头（行是层，列是头）。点击一张小图，"
-                   "即可在上方打开它。"),
-    "causal_on": ("causal mask on", "因果掩码已开启"),
-    "scaled": ("scores ÷ √{0}", "分数 ÷ √{0}"),
-    "not_scaled": ("scores not scaled", "分数未缩放"),
-    "row_title": ("query {0} · {1}", "查询 {0} · {1}"),
-    "masked": (" (masked)", "（已被掩码遮住）"),
-    "summary": ("largest weight {0} on {1} · row entropy {2} nats (uniform: {3})",
-                "最大权重 {0}，落在 {1} 上 · 这一行的熵 {2} 奈特（均匀分布时为 {3}）"),
-    "hover_note": ("Hover a key to see its column: how much each query takes from it.",
-                   "把鼠标悬停在某个键上，查看它的那一列：每个查询从它那里取了多少。"),
-    "column": ("column of key {0}: the weight each query gives it",
-               "键 {0} 的那一列：每个查询给它的权重"),
-    "score_qk": ("score q·k", "分数 q·k"),
-    "mask": ("mask", "掩码"),
-    "softmax_weight": ("softmax weight", "softmax 权重"),
-    "output": ("output of {0} = Σ weight × value = [{1}]", "{0} 的输出 = Σ 权重 × 值 = [{1}]"),
-    "step_on": ("Step on to see the next column.", "继续下一步，看下一列。"),
+    "query": N_("query"),
+    "key": N_("key"),
+    "query_key": N_("query \\ key"),
+    "on": N_("on"),
+    "off": N_("off"),
+    "causal": N_("causal mask: {0}"),
+    "scale": N_("scale by 1/√{0}: {1}"),
+    "temperature": N_("temperature "),
+    "layer": N_("layer"),
+    "head": N_("head"),
+    "layer_n": N_("layer {0}"),
+    "head_n": N_("head {0}"),
+    "layer_head": N_("layer {0}, head {1}"),
+    "click_note": N_("Click a word to make it the query (hover to preview its row); hover a "
+                     "key on the right or a column of the table to see which queries attend "
+                     "to it."),
+    "step_prev": N_("◀ step"),
+    "step_next": N_("step ▶"),
+    "computation": N_("The computation for the query:"),
+    "step_names": [N_("scores q·k"), N_("× scale"), N_("mask"), N_("softmax"),
+                   N_("weighted sum of values")],
+    "edit": N_("Edit what the query looks for: "),
+    "reset": N_("back to the hand-set vectors"),
+    "editor_note": N_("The query of the clicked word, feature by feature. Rows you edit are "
+                      "computed in the page (q·k, scale, mask, softmax); all other numbers come "
+                      "from Python."),
+    "edited_word": N_("\"{0}\""),
+    "edited": N_(" (edited)"),
+    "model_note": N_("Model view: every head of every layer (rows: layers, columns: heads). "
+                     "Click a map to open it above."),
+    "causal_on": N_("causal mask on"),
+    "scaled": N_("scores ÷ √{0}"),
+    "not_scaled": N_("scores not scaled"),
+    "row_title": N_("query {0} · {1}"),
+    "masked": N_(" (masked)"),
+    "summary": N_("largest weight {0} on {1} · row entropy {2} nats (uniform: {3})"),
+    "hover_note": N_("Hover a key to see its column: how much each query takes from it."),
+    "column": N_("column of key {0}: the weight each query gives it"),
+    "score_qk": N_("score q·k"),
+    "mask": N_("mask"),
+    "softmax_weight": N_("softmax weight"),
+    "output": N_("output of {0} = Σ weight × value = [{1}]"),
+    "step_on": N_("Step on to see the next column."),
 }
 # Shown where no script runs, and in the text/plain form of an explorer.
-_INTERACTIVE = ("(interactive in JupyterLab, Colab and on the course website)",
-                "（可在 JupyterLab、Colab 和课程网站上交互使用）")
+_INTERACTIVE = N_("(interactive in JupyterLab, Colab and on the course website)")
 
 
 def ui_text() -> dict:
     """The page's words in the course language at the moment the explorer is shown."""
-    return {key: text(en, zh) for key, (en, zh) in UI_TEXT.items()}
+    return {key: [str(m) for m in message] if isinstance(message, list) else str(message)
+            for key, message in UI_TEXT.items()}
 
 _counter = itertools.count()
 
@@ -528,10 +497,9 @@ def _explorer_html(payload: dict, fallback: str) -> str:
         f'<div class="attn-explorer" id="{element_id}">'
         f'<style>{EXPLORER_CSS}</style>'
         f'<div class="attn-explorer-fallback">{fallback}<p><i>'
-        + text("This is the explorer's opening state as text: run the cell in JupyterLab "
-               "or Colab, or read the lesson on the course website, to use it.",
-               "这是探索器打开时的状态的文字版：在 JupyterLab 或 Colab 中运行这个单元格，"
-               "或在课程网站上阅读本课，就能交互使用它。")
+        + _(
+            "This is the explorer's opening state as text: run the cell in JupyterLab or Colab, "
+            "or read the lesson on the course website, to use it.")
         + '</i></p></div>'
         f'<script type="application/json" class="attn-explorer-data">{data}</script>'
         f'<script>{EXPLORER_JS}</script></div>'
@@ -614,9 +582,8 @@ class AttentionExplorer:
         return _explorer_html(self.payload(), render_row_html(self.state, self.example.d_k))
 
     def __repr__(self) -> str:
-        return (f"AttentionExplorer({' '.join(self.example.tokens)!r}, query="
-                f"{self.example.tokens[self.state.query]!r})"
-                + text(" ", "") + text(*_INTERACTIVE))
+        return join_sentences([f"AttentionExplorer({' '.join(self.example.tokens)!r}, query="
+                               f"{self.example.tokens[self.state.query]!r})", _INTERACTIVE])
 
 
 def _require_attentions(tokens, attentions) -> tuple[tuple[str, ...], torch.Tensor]:
@@ -656,7 +623,7 @@ class ModelExplorer:
         self.maps = [(" ".join(tokens), *_require_attentions(tokens, attentions))]
         for label, (more_tokens, more) in (sentences or {}).items():
             self.maps.append((str(label), *_require_attentions(more_tokens, more)))
-        num_layers, num_heads, n, _ = self.maps[0][2].shape
+        num_layers, num_heads, n = self.maps[0][2].shape[:3]
         for name, value, limit in (("layer", layer, num_layers), ("head", head, num_heads),
                                    ("query", n - 1 if query is None else query, n)):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
@@ -685,16 +652,16 @@ class ModelExplorer:
                 "initial": {"layer": self.layer, "head": self.head}}
 
     def _repr_html_(self) -> str:
-        fallback = render_row_html(self.state(), d_k=0, settings=text(
-            *UI_TEXT["layer_head"]).format(self.layer, self.head))
+        fallback = render_row_html(self.state(), d_k=0, settings=UI_TEXT["layer_head"].format(
+            self.layer, self.head))
         return _explorer_html(self.payload(), fallback)
 
     def __repr__(self) -> str:
         num_layers, num_heads = self.maps[0][2].shape[:2]
-        return text(f"ModelExplorer({len(self.tokens)} tokens, {num_layers} layers x "
-                    f"{num_heads} heads) ",
-                    f"ModelExplorer（{len(self.tokens)} 个词元，{num_layers} 层 × "
-                    f"每层 {num_heads} 个头）") + text(*_INTERACTIVE)
+        return join_sentences([_(
+            "ModelExplorer({n_tokens} tokens, {num_layers} layers x {num_heads} heads)").format(
+            n_tokens=len(self.tokens), num_layers=num_layers, num_heads=num_heads),
+            _INTERACTIVE])
 
 
 def synthetic_attentions(num_layers: int, num_heads: int, n: int,
@@ -740,23 +707,24 @@ def explorer_figure(example: AttentionExample | None = None, query: int | str | 
         bars.text(key, weight + 0.01, f"{weight:.2f}", ha="center", va="bottom", fontsize=9)
     bars.set_xticks(positions, labels=state.tokens, rotation=45, ha="right")
     bars.set_ylim(0, 1.08)
-    bars.set_ylabel(text("attention weight", "注意力权重"))
-    settings = (text("causal mask on, ", "因果掩码开启，") if causal else "") + (
-        f"÷√{example.d_k}" if scaled else text("no scaling", "不缩放"))
+    bars.set_ylabel(_("attention weight"))
+    settings = (_("causal mask on, ") if causal else "") + (
+        f"÷√{example.d_k}" if scaled else _("no scaling"))
     if temperature != 1.0:
-        settings += text(", ", "，") + f"T = {temperature:g}"
+        settings = _("{settings}, T = {temperature:g}").format(settings=settings,
+                                                               temperature=temperature)
     word = state.tokens[state.query]
-    bars.set_title(text(f'query "{word}" ({settings})', f"查询“{word}”（{settings}）"),
+    bars.set_title(_("query \"{word}\" ({settings})").format(word=word, settings=settings),
                    fontsize=10)
 
     image = heat.imshow(matrix.numpy(), cmap="Reds", vmin=0.0, vmax=1.0)
     heat.set_xticks(positions, labels=state.tokens, rotation=90)
     heat.set_yticks(positions, labels=state.tokens)
-    heat.set_xlabel(text("key", "键"))
-    heat.set_ylabel(text("query", "查询"))
+    heat.set_xlabel(_("key"))
+    heat.set_ylabel(_("query"))
     heat.add_patch(Rectangle((-0.5, state.query - 0.5), n, 1, fill=False,
                              edgecolor="#1f4e79", linewidth=2.5))
-    heat.set_title(text("all rows; the query's row outlined", "所有行；查询所在的行加了边框"),
+    heat.set_title(_("all rows; the query's row outlined"),
                    fontsize=10)
     fig.colorbar(image, ax=heat, shrink=0.8)
     return fig
@@ -780,9 +748,9 @@ def model_view_figure(tokens: Sequence[str], attentions: torch.Tensor, layer: in
                 side.set_edgecolor("#1f4e79")
                 side.set_linewidth(3)
         if row == 0:
-            axis.set_title(text(*UI_TEXT["head_n"]).format(column), fontsize=8)
+            axis.set_title(UI_TEXT["head_n"].format(column), fontsize=8)
         if column == 0:
-            axis.set_ylabel(text(*UI_TEXT["layer_n"]).format(row), fontsize=8)
-    fig.suptitle(text("attention maps: every head of every layer (query rows, key columns)",
-                      "注意力图：每一层的每一个头（行是查询，列是键）"), fontsize=9)
+            axis.set_ylabel(UI_TEXT["layer_n"].format(row), fontsize=8)
+    fig.suptitle(_("attention maps: every head of every layer (query rows, key columns)"),
+                 fontsize=9)
     return fig

@@ -17,7 +17,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from course_utils.language import text
+from course_utils.language import _
 from course_utils.scaling import max_weight, raw_scores, row_entropy, scale_factor
 
 # Powers of two: a slider over these moves d_k on a log scale, and d_k stays an integer.
@@ -52,17 +52,16 @@ class ScalingState:
     def summary(self) -> str:
         """One line in the course language; both languages print the same numbers."""
         if self.scaled:
-            setting = text("scaled by 1/√d_k", "按 1/√d_k 缩放")
+            setting = _("scaled by 1/√d_k")
         else:
-            setting = text("not scaled", "不缩放")
-        return text(
-            f"d_k = {self.d_k}, {setting}: var(scores) = {self.variance:.1f}, "
-            f"mean max weight = {self.mean_max_weight:.2f}, "
-            f"mean entropy = {self.mean_entropy:.2f} nats (uniform: {self.uniform_entropy:.2f})",
-            f"d_k = {self.d_k}，{setting}：var(scores) = {self.variance:.1f}，"
-            f"平均最大权重 = {self.mean_max_weight:.2f}，"
-            f"平均熵 = {self.mean_entropy:.2f} 奈特（均匀分布：{self.uniform_entropy:.2f}）",
-        )
+            setting = _("not scaled")
+        return _(
+            "d_k = {d_k}, {setting}: var(scores) = {variance:.1f}, mean max weight = "
+            "{mean_max_weight:.2f}, mean entropy = {mean_entropy:.2f} nats (uniform: "
+            "{uniform_entropy:.2f})").format(
+            d_k=self.d_k, setting=setting, variance=self.variance,
+            mean_max_weight=self.mean_max_weight, mean_entropy=self.mean_entropy,
+            uniform_entropy=self.uniform_entropy)
 
 
 def scaling_state(d_k: int, scaled: bool, n_rows: int = N_ROWS, n_keys: int = N_KEYS,
@@ -89,30 +88,31 @@ def draw_scaling_state(state: ScalingState):
     """Histogram of the scores beside the bars of one row of weights; returns the figure."""
     fig, (hist, bars) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     std = math.sqrt(state.variance)
-    hist.axvspan(-1, 1, color="#dddddd", label=text("±1: unit variance", "±1：单位方差"))
+    hist.axvspan(-1, 1, color="#dddddd", label=_("±1: unit variance"))
     hist.hist(state.scores.numpy(), bins=40, color="#1f77b4")
     limit = max(4.0, 4 * std)
     hist.set_xlim(-limit, limit)
-    hist.set_xlabel(text("score entering the softmax", "进入 softmax 的分数"))
-    hist.set_ylabel(text("count", "个数"))
-    hist.set_title(text(f"scores: variance {state.variance:.1f} (std {std:.1f})",
-                        f"分数：方差 {state.variance:.1f}（标准差 {std:.1f}）"), fontsize=10)
+    hist.set_xlabel(_("score entering the softmax"))
+    hist.set_ylabel(_("count"))
+    hist.set_title(_(
+        "scores: variance {variance:.1f} (std {std:.1f})").format(
+        variance=state.variance, std=std), fontsize=10)
     hist.legend(loc="upper right", fontsize=8)
 
     n_keys = state.row.numel()
     bars.bar(range(n_keys), state.row.numpy(), color="#c0392b")
     bars.axhline(1 / n_keys, color="grey", linestyle="--", linewidth=1,
-                 label=text("uniform 1/n_k", "均匀分布 1/n_k"))
+                 label=_("uniform 1/n_k"))
     bars.set_ylim(0, 1.05)
-    bars.set_xlabel(text("key", "键"))
-    bars.set_ylabel(text("weight", "权重"))
+    bars.set_xlabel(_("key"))
+    bars.set_ylabel(_("weight"))
     entropy = row_entropy(state.row[None]).item()
     top = state.row.max().item()
-    bars.set_title(text(f"one row: max {top:.2f}, entropy {entropy:.2f} nats",
-                        f"其中一行：最大权重 {top:.2f}，熵 {entropy:.2f} 奈特"), fontsize=10)
+    bars.set_title(_("one row: max {top:.2f}, entropy {entropy:.2f} nats").format(
+        top=top, entropy=entropy), fontsize=10)
     bars.legend(loc="upper right", fontsize=8)
-    setting = "÷ √d_k" if state.scaled else text("no scaling", "不缩放")
-    fig.suptitle(text(f"d_k = {state.d_k}, {setting}", f"d_k = {state.d_k}，{setting}"),
+    setting = "÷ √d_k" if state.scaled else _("no scaling")
+    fig.suptitle(_("d_k = {d_k}, {setting}").format(d_k=state.d_k, setting=setting),
                  fontsize=11)
     return fig
 
@@ -153,8 +153,7 @@ class ScalingWidget:
         state = self.state
         # Say the setting on the toggle itself: a pressed button alone is easy to misread.
         self.scale_toggle.description = (
-            text(f"÷ √d_k: {'on' if state.scaled else 'off'}",
-                 f"÷ √d_k：{'开' if state.scaled else '关'}"))
+            _("÷ √d_k: on") if state.scaled else _("÷ √d_k: off"))
         self.summary.value = state.summary()
         with self.output:
             clear_output(wait=True)
