@@ -2,14 +2,19 @@
 
 - With --nbval on the whole of notebooks/, a notebook (of either edition) that nbval did not
   collect is an error, unless the run was told to --ignore its folder or runs the other lane.
+- The English edition's nbval kernels use this CPU's own ATen kernels; every other edition's
+  use the portable ones (``PORTABLE_KERNELS``: ATEN_CPU_CAPABILITY=default instead of
+  AVX2/AVX-512), so an output that prints differently on another CPU fails here rather than
+  for a learner. The twins store the same numbers (tests/test_editions.py), so each edition's
+  numbers are checked under both kernel sets.
 - ``--lane=1`` / ``--lane=2`` split the suite between two pytest processes, one per core
-  (``tools/course.py test`` runs both): lane 2 takes the Chinese edition's nbval items and
-  JupyterLab runs, and the Colab-alone runs; lane 1 everything else. Without ``--lane`` the
-  whole suite runs in one process.
+  (``tools/course.py test`` runs both): lane 2 takes the Colab-alone runs (tests/test_colab.py,
+  which is also the seed and re-run pass, in one process because they share .venv-colab);
+  lane 1 everything else. Without ``--lane`` the whole suite runs in one process.
 - The summary lists, per notebook, the cells excluded from output comparison and the time
   its nbval run took against the run time its header states; a lesson that takes much
-  longer than it says fails the run. Under ``ATEN_CPU_CAPABILITY`` (the portability run of
-  ``tools/course.py test``, with slower portable kernels) times are listed, not judged.
+  longer than it says fails the run. Times under portable kernels (slower) are listed, not
+  judged.
 """
 
 from __future__ import annotations
@@ -32,10 +37,9 @@ from tools.lessons import (
 
 # Headers are measured on a loaded machine; allow noise but not a lesson twice as slow.
 ALLOWED_OVERRUN = (1.5, 10.0)  # factor, seconds: fail when above both
+PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "default"}
 
 _seconds_per_notebook: dict[str, float] = defaultdict(float)
-# Set by the portability run: other kernels, other speed, so the headers are not judged.
-CPU_CAPABILITY = os.environ.get("ATEN_CPU_CAPABILITY")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,18 +47,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run one of the suite's two lanes (see tests/notebook_plugin.py)")
 
 
-def _lesson_in_second_lane(path: Path) -> bool:
-    return edition_of(path) == "zh-CN"
+def _native_kernels(path: Path) -> bool:
+    """Whether a lesson's nbval kernel runs on this CPU's own kernels (else portable ones)."""
+    return edition_of(path) == "en"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before nbval starts a notebook's kernel (in the first cell's setup), give the kernel
+    the ATen kernels of its edition: the kernel inherits this process's environment."""
+    path = Path(item.path)
+    if path.suffix != ".ipynb":
+        return
+    for name, value in PORTABLE_KERNELS.items():
+        if _native_kernels(path):
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After a notebook's last cell, later tests (and kernels) see the environment as it was."""
+    if Path(item.path).suffix == ".ipynb" and (nextitem is None or nextitem.path != item.path):
+        for name in PORTABLE_KERNELS:
+            os.environ.pop(name, None)
 
 
 def in_second_lane(item: pytest.Item) -> bool:
-    """The Chinese edition's notebook runs (nbval, JupyterLab) and the Colab-alone runs."""
-    path = Path(item.path)
-    if path.suffix == ".ipynb":
-        return _lesson_in_second_lane(path)
-    if path.name == "test_colab.py":
-        return True
-    return path.name == "test_browser.py" and "zh-CN" in item.nodeid
+    """The Colab-alone runs; lane 1 has the rest (the two lanes take about as long)."""
+    return Path(item.path).name == "test_colab.py" and "notebook_runs_alone" in item.nodeid
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -67,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _lesson_in_lane(path: Path, lane: str | None) -> bool:
-    return lane is None or _lesson_in_second_lane(path) == (lane == "2")
+    return lane != "2"  # every nbval run is in lane 1
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -100,24 +121,22 @@ def pytest_runtest_logreport(report) -> None:
         _seconds_per_notebook[_name(path)] += report.duration
 
 
-def _overran(stated: int | None, measured: float) -> bool:
+def _overran(path: Path, measured: float) -> bool:
     factor, seconds = ALLOWED_OVERRUN
-    return (CPU_CAPABILITY is None and stated is not None
+    stated = stated_run_time(path)
+    return (_native_kernels(path) and stated is not None
             and measured > max(stated * factor, stated + seconds))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     paths = {_name(p): p for p in all_lesson_paths()}
     for name, measured in _seconds_per_notebook.items():
-        if name in paths and _overran(stated_run_time(paths[name]), measured):
+        if name in paths and _overran(paths[name], measured):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    title = "notebooks: cells excluded from comparison, run time"
-    if CPU_CAPABILITY is not None:
-        title += f" (ATEN_CPU_CAPABILITY={CPU_CAPABILITY}: times not judged)"
-    terminalreporter.section(title)
+    terminalreporter.section("notebooks: cells excluded from comparison, run time")
     for path in all_lesson_paths():
         name = _name(path)
         if name not in _seconds_per_notebook:
@@ -127,6 +146,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
         line = f"{name}: {excluded_cells(notebook)} of {code_cells} code cells excluded"
         stated, measured = stated_run_time(path), _seconds_per_notebook[name]
         line += f"; ran in {measured:.1f} s, header says about {stated} s"
-        if _overran(stated, measured):
+        if not _native_kernels(path):
+            line += " (portable kernels: not judged)"
+        elif _overran(path, measured):
             line += "  <-- SLOWER THAN ITS HEADER STATES"
         terminalreporter.write_line(line)

