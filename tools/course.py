@@ -10,6 +10,9 @@ only when a requirements or constraints file changed.
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
+    audit [--seeds N] [--stale] [NN ...]
+                     run lessons under N other setup seeds (default 10) and write every
+                     claim's pass rate to docs/claims.md (see tools/audit.py)
     catalogue        update every edition's message catalogue from the code and compile it
                      (see tools/catalogue.py); --check lists what is stale or untranslated
     compat [PYTHON]  the unit tests once more in .venv-compat on another Python
@@ -194,6 +197,9 @@ def main(argv: list[str]) -> int:
     if command == "sync":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
+    if command == "audit":
+        dev_env()
+        return subprocess.run([_bin(VENV, "python"), "-m", "tools.audit", *args]).returncode
     if command == "catalogue":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.catalogue", *args]).returncode
