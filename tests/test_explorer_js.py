@@ -177,8 +177,12 @@ def test_every_js_file_parses():
 
 def test_the_javascript_passes_eslint():
     """ESLint's recommended rules (eslint.config.js), at package-lock.json's versions."""
-    assert ESLINT.exists(), (
-        "ESLint is not installed: run `npm ci --no-audit --no-fund` at the repository root "
-        "(python3 tools/course.py test does it when node_modules is missing or stale)")
+    if not ESLINT.exists():
+        missing = ("ESLint is not installed: run `npm ci --no-audit --no-fund` at the repository "
+                   "root (python3 tools/course.py test does it when node_modules is missing or "
+                   "older than package-lock.json)")
+        if os.environ.get("CI"):
+            pytest.fail(missing)  # CI must lint, never skip it
+        pytest.skip(missing)
     result = _run([str(ESLINT), "--max-warnings=0", "."])
     assert result.returncode == 0, f"ESLint found problems:\n{result.stdout}\n{result.stderr}"
