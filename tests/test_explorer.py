@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import math
 import re
@@ -34,7 +35,11 @@ from course_utils.widgets.explorer import (
     synthetic_attentions,
     weight_matrix,
 )
-from course_utils.widgets.explorer_js import EXPLORER_JS
+
+# The page's script and styles as the package ships them (package data, not a Python string).
+STATIC = importlib.resources.files("course_utils.widgets") / "static"
+EXPLORER_JS = (STATIC / "explorer.js").read_text(encoding="utf-8")
+EXPLORER_CSS = (STATIC / "explorer.css").read_text(encoding="utf-8")
 
 SETTINGS = [(causal, scaled) for causal in (False, True) for scaled in (True, False)]
 
@@ -471,10 +476,19 @@ def test_the_pages_words_come_from_python_in_both_languages(chinese):
                   else in_english(message) for key, message in UI_TEXT.items()}
 
 
+def test_the_output_inlines_the_shipped_script_and_styles():
+    """The page's front end is the package data, inlined: no file is fetched by the page."""
+    text = AttentionExplorer()._repr_html_()
+    assert f"<script>{EXPLORER_JS}</script>" in text
+    assert f"<style>{EXPLORER_CSS}</style>" in text
+    assert "</script" not in EXPLORER_JS.lower() and "</style" not in EXPLORER_CSS.lower()
+    assert not re.search(r"<script[^>]* src=|<link |@import|url\(", text)
+
+
 def test_the_script_draws_no_english_word_of_its_own():
     """Every label of the page comes from ``ui``: the script's string literals name CSS
     classes, events and attributes only."""
-    code = re.sub(r"//[^\n]*", "", EXPLORER_JS)  # comments may say anything
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", EXPLORER_JS, flags=re.S)  # comments may say anything
     literals = re.findall(r"'([^'\n]*)'", code)
     shown = [s for s in literals if " " in s.strip() and "=\"" not in s
              and not s.startswith(("<", "attn-"))]  # not HTML attributes or class names

@@ -6,7 +6,9 @@ only when a requirements or constraints file changed.
 
     lab              open notebooks/ in JupyterLab
     test [ARGS]      lint and run the whole test suite in two lanes, one per core (see
-                     tests/notebook_plugin.py); with ARGS only pytest ARGS
+                     tests/notebook_plugin.py); with ARGS only pytest ARGS. Both first
+                     install what is missing: the environments, chromium, and the
+                     JavaScript tools package-lock.json pins (npm ci, see ensure_node_tools)
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
@@ -43,6 +45,10 @@ COMPAT_VENV = ROOT / ".venv-compat"
 # The lowest Python the package supports (pyproject's requires-python).
 LOWEST_PYTHON = "python3.10"
 CHROMIUM = Path("/usr/bin/chromium")
+# The JavaScript tools package-lock.json pins (ESLint, for the explorer's front end);
+# npm writes node_modules/.package-lock.json at every install.
+PACKAGE_LOCK = ROOT / "package-lock.json"
+NODE_MODULES_STAMP = ROOT / "node_modules" / ".package-lock.json"
 SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
 # The suite runs as two pytest processes, one per core (``--lane``, tests/notebook_plugin.py);
 # lessons use one torch thread, so each lane keeps about one core busy. Lane 2 runs the
@@ -139,6 +145,20 @@ def ensure_chromium() -> None:
               "the browser tests will be skipped (CI installs it).", flush=True)
 
 
+def ensure_node_tools() -> None:
+    """``npm ci`` the pinned JavaScript tools when node_modules is missing or older than
+    package-lock.json (a no-op otherwise: two file dates compared)."""
+    if NODE_MODULES_STAMP.exists() and (
+            NODE_MODULES_STAMP.stat().st_mtime >= PACKAGE_LOCK.stat().st_mtime):
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        print("npm not found: ESLint is not installed, so its test is skipped here "
+              "(and fails under CI=true).", flush=True)
+        return
+    _run(npm, "ci", "--no-audit", "--no-fund", cwd=ROOT)
+
+
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("help", [])
     os.chdir(ROOT)
@@ -152,14 +172,14 @@ def main(argv: list[str]) -> int:
         if colab_python and not find_python(colab_python):
             print(f"COURSE_COLAB_PYTHON={colab_python} does not run here", flush=True)
             return 2
-        # The two environments and the browser install side by side: mostly downloads and
-        # unpacking, which overlap well on 2 cores.
-        with ThreadPoolExecutor(max_workers=3) as pool:
+        # The two environments, the browser and the JavaScript tools install side by side:
+        # mostly downloads and unpacking, which overlap well on 2 cores.
+        with ThreadPoolExecutor(max_workers=4) as pool:
             jobs = [pool.submit(dev_env),
                     pool.submit(ensure_env, COLAB_VENV, ["requirements-colab.txt"],
                                 "constraints-colab.txt", editable=False,
                                 python=colab_python and find_python(colab_python)),
-                    pool.submit(ensure_chromium)]
+                    pool.submit(ensure_chromium), pool.submit(ensure_node_tools)]
             for job in jobs:
                 job.result()
         python = _bin(VENV, "python")

@@ -24,16 +24,19 @@ explorer precomputes every combination its controls reach (causal mask x scale x
 of temperatures, per prepared sentence; every layer and head of a model), and a new
 sentence needs a kernel: build an ``AttentionExample`` and display a new explorer. The
 one exception: the reader may edit the hand-set query of a word in the page; that row
-alone is recomputed by the script (q·k, scale, mask, softmax, weighted sum), and the
-browser tests compare it with this module's numbers.
+alone is recomputed by the script (q·k, scale, mask, softmax, entropy, weighted sum);
+node's test runner checks those functions against this module's numbers
+(tests/test_explorer_js.py) and the browser tests check the page.
 
 Three layers, so that everything but the clicking is testable without a browser:
 
 - logic: ``AttentionExample`` (tokens, queries, keys, values), ``pronoun_example()`` (the
   default sentence), ``weight_matrix()``, ``explorer_state()`` and ``computation_steps()``;
 - view: ``AttentionExplorer`` (a hand-set example) and ``ModelExplorer`` (attention maps
-  ``(num_layers, num_heads, n, n)`` of a real model): HTML + JSON + the script in
-  ``explorer_js.py``, with stable CSS classes (``attn-explorer-*``) that tests read;
+  ``(num_layers, num_heads, n, n)`` of a real model): HTML + JSON + the script and
+  styles in ``static/explorer.js`` and ``static/explorer.css`` (package data, read with
+  ``importlib.resources`` and inlined: the page fetches nothing), with stable CSS
+  classes (``attn-explorer-*``) that tests read;
 - figures: ``explorer_figure()`` and ``model_view_figure()``, static pictures for readers
   on GitHub or nbviewer, where no script runs.
 
@@ -42,8 +45,10 @@ Weights are ``(n_q, n_k)``; a row is one query's weights over all keys.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
+import importlib.resources
 import itertools
 import json
 import math
@@ -59,7 +64,6 @@ from course_utils.checks import require_tensor
 from course_utils.language import N_, _, example_words, join_sentences
 from course_utils.masks import causal_mask
 from course_utils.scaling import row_entropy
-from course_utils.widgets.explorer_js import EXPLORER_CSS, EXPLORER_JS
 
 # ---------------------------------------------------------------------------------------
 # Logic
@@ -487,6 +491,16 @@ def _rounded(tensor: torch.Tensor):
     return torch.round(tensor.double(), decimals=_DIGITS).tolist()
 
 
+@functools.cache
+def _front_end(name: str) -> str:
+    """The text of the package data file ``static/<name>`` (the page's script or styles)."""
+    text = (importlib.resources.files("course_utils.widgets") / "static" / name).read_text(
+        encoding="utf-8")
+    if "</script" in text.lower() or "</style" in text.lower():  # it is inlined in HTML
+        raise RuntimeError(f"static/{name} may not contain '</script' or '</style'")
+    return text
+
+
 def _explorer_html(payload: dict, fallback: str) -> str:
     """The output: a root element with a no-script fallback, the data, and the script."""
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
@@ -495,14 +509,14 @@ def _explorer_html(payload: dict, fallback: str) -> str:
     data = data.replace("</", "<\\/")  # no "</script>" inside the data
     return (
         f'<div class="attn-explorer" id="{element_id}">'
-        f'<style>{EXPLORER_CSS}</style>'
+        f'<style>{_front_end("explorer.css")}</style>'
         f'<div class="attn-explorer-fallback">{fallback}<p><i>'
         + _(
             "This is the explorer's opening state as text: run the cell in JupyterLab or Colab, "
             "or read the lesson on the course website, to use it.")
         + '</i></p></div>'
         f'<script type="application/json" class="attn-explorer-data">{data}</script>'
-        f'<script>{EXPLORER_JS}</script></div>'
+        f'<script>{_front_end("explorer.js")}</script></div>'
     )
 
 
