@@ -10,6 +10,10 @@ only when a requirements or constraints file changed.
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
+    carry NN         carry lesson NN's English code to every twin, keeping the translated
+                     strings and comments; lists the cells whose words need translating
+    stale [NN...]    list translated cells whose English changed since translation (exit 1
+                     if any); --accept NN [CELL...] records them as current (tools/translation.py)
     catalogue        update every edition's message catalogue from the code and compile it
                      (see tools/catalogue.py); --check lists what is stale or untranslated
     compat [PYTHON]  the unit tests once more in .venv-compat on another Python
@@ -198,6 +202,10 @@ def main(argv: list[str]) -> int:
     if command == "sync":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
+    if command in ("carry", "stale"):
+        dev_env()
+        return subprocess.run(
+            [_bin(VENV, "python"), "-m", "tools.translation", command, *args]).returncode
     if command == "catalogue":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.catalogue", *args]).returncode
