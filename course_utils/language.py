@@ -81,9 +81,11 @@ def current_language() -> str:
     return _state["language"]
 
 
-def translate(message: str, language: str | None = None) -> str:
-    """``message`` (its English text) in ``language`` (default: the current one)."""
-    return _catalogue(require_language(language or _state["language"])).gettext(message)
+def translate(message: str, language: str | None = None, context: str | None = None) -> str:
+    """``message`` (its English text) in ``language`` (default: the current one), in
+    ``context`` if given (as :func:`pgettext`)."""
+    catalogue = _catalogue(require_language(language or _state["language"]))
+    return catalogue.gettext(message) if context is None else catalogue.pgettext(context, message)
 
 
 def _(message: str) -> str:

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 import course_utils
-from tools.colab import EXTRA_PACKAGES, SOURCE_VARIABLE, badge, colab_url, setup_cell_source
+from tools.colab import SOURCE_VARIABLE, badge, colab_url, extra_packages, setup_cell_source
 from tools.execute import run_cells, with_seed
 from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, read
 from tools.sync_colab import READMES, lesson_table
@@ -131,7 +131,7 @@ def test_notebook_runs_alone_in_the_colab_mirror(path, colab_kernel, tmp_path, m
     monkeypatch.setenv("JUPYTER_PATH", colab_kernel["JUPYTER_PATH"])
     # Colab ships neither course_utils nor the Chinese edition's font package: the setup
     # cell must install what its edition needs.
-    absent = ["course_utils", *EXTRA_PACKAGES[edition_of(path)].split()]
+    absent = ["course_utils", *extra_packages(edition_of(path)).split()]
     subprocess.run([COLAB_PYTHON, "-m", "pip", "uninstall", "-q", "-y", *absent],
                    check=True, capture_output=True)
     for package in absent:

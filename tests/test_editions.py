@@ -171,3 +171,19 @@ def test_a_line_break_between_chinese_characters_is_caught_and_joined():
     emphasis = "还需要*读取*\n编码器的输出，左边是\n“它”的那一行\n* 第二项"
     assert editions.join_soft_breaks(emphasis) == (
         "还需要*读取*编码器的输出，左边是“它”的那一行\n* 第二项")
+
+
+def test_the_tools_words_for_an_edition_come_from_its_catalogue():
+    from tools import colab, lessons
+
+    for language in lessons.EDITIONS:
+        line = lessons.run_time_line(language, 42)
+        assert lessons.run_time_pattern(language).search(f"intro\n{line}\n").group(1) == "42"
+        heading = lessons.edition_text(language, "notebook", "Lesson {number}")
+        notebook = _notebook(("md", f"# {heading.format(number='07')} · Title"))
+        assert lessons.lesson_heading(notebook) == ("07", "Title")
+        intro, last = colab.setup_comments(language)
+        assert intro in colab.setup_cell_source(language) and last in colab.setup_cell_source(
+            language)
+    # Every committed lesson's header is read in its edition's words.
+    assert all(lessons.stated_run_time(path) for path in lessons.all_lesson_paths())

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from tools import course
 from tools.lessons import NOTEBOOK_DIR, ROOT, all_lesson_paths, read, stated_run_time
 
 LESSONS = all_lesson_paths()  # both editions
@@ -28,8 +29,11 @@ def test_every_notebook_is_validated_strictly():
     testpaths = re.search(r"^testpaths = (.*)$", pyproject, re.M).group(1)
     addopts = re.search(r"^addopts = (.*)$", pyproject, re.M).group(1)
     assert '"notebooks"' in testpaths
-    assert "--nbval " in addopts, "nbval must run in strict mode (--nbval)"
-    assert "--nbval-lax" not in addopts
+    # Both lanes of the full suite pass --nbval (not --nbval-lax) on testpaths' notebooks.
+    assert course.STRICT_NBVAL == ["--nbval"]
+    source = (ROOT / "tools" / "course.py").read_text()
+    assert source.count('"pytest", *STRICT_NBVAL, "--lane=') == 2
+    assert "--nbval-lax" not in addopts + source
 
 
 def test_the_test_command_validates_again_with_portable_cpu_kernels():

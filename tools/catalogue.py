@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "course_utils"
 LOCALE_DIR = PACKAGE / "locale"
 DOMAIN = "course_utils"
-KEYWORDS = {"_": None, "N_": None, "pgettext": ((1, "c"), 2)}
+TOOLS = ROOT / "tools"
+# tools/ holds the words the tools write into notebooks and READMEs (tools/lessons.py's
+# edition_text(language, context, message)): the same catalogue carries them.
+KEYWORDS = {"_": None, "N_": None, "pgettext": ((1, "c"), 2), "edition_text": ((2, "c"), 3)}
 PROJECT = "Self-attention, hands-on"
 CREATED = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
 HEADER = """\
@@ -49,14 +52,15 @@ def editions() -> list[str]:
 
 
 def template() -> Catalog:
-    """Every message the package marks, with the modules that use it."""
+    """Every message the package and the tools mark, with the modules that use it."""
     # A fixed date, so that regenerating an unchanged catalogue changes nothing.
     catalog = Catalog(project=PROJECT, domain=DOMAIN, creation_date=CREATED)
-    for filename, _lineno, message, comments, context in extract_from_dir(
-            PACKAGE, method_map=[("**.py", "python")], keywords=KEYWORDS,
-            comment_tags=("Translators:",), strip_comment_tags=True):
-        catalog.add(message, locations=[(f"course_utils/{filename}", None)],
-                    auto_comments=comments, context=context)
+    for folder in (PACKAGE, TOOLS):
+        for filename, _lineno, message, comments, context in extract_from_dir(
+                folder, method_map=[("**.py", "python")], keywords=KEYWORDS,
+                comment_tags=("Translators:",), strip_comment_tags=True):
+            catalog.add(message, locations=[(f"{folder.name}/{filename}", None)],
+                        auto_comments=comments, context=context)
     return catalog
 
 

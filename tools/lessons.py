@@ -1,4 +1,13 @@
-"""The catalogue of lessons: where they live, their stated run time, which cells are excluded."""
+"""The catalogue of lessons: the editions and their folders, the lessons' stated run time and
+heading, which cells are excluded.
+
+The editions are course_utils.language's (``available_languages()``): English, the source,
+in ``notebooks/``, every other edition in ``notebooks/<edition>/`` with a README
+``README.<edition>.md``. The words the tools write into or read from a notebook (the header's
+run-time line, the lesson heading, the setup cell's comments, the README's lesson table) are
+messages of the package's catalogue in the context "notebook" (``edition_text``), so a new
+edition costs a catalogue and a folder, not code.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +16,58 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.language import ENGLISH, available_languages, translate
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 # Cell tags that exclude a cell's output from nbval's comparison.
 EXCLUDING_TAGS = {"nbval-ignore-output", "nbval-skip"}
-# The header's run-time line in each edition.
-STATED_RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s on 2 CPU cores\."
-                             r"|\*\*运行时间：\*\*在 2 核 CPU 上约 (\d+) 秒。")
 
 
-# The course's editions and their folders: English lessons, their Chinese twins of the same name.
-EDITIONS = {"en": NOTEBOOK_DIR, "zh-CN": NOTEBOOK_DIR / "zh-CN"}
+def edition_text(language: str, context: str, message: str) -> str:
+    """``message`` (English, a literal the catalogue tool extracts) in ``language``."""
+    return translate(message, language, context=context)
 
 
-def lesson_paths(edition: str = "en") -> list[Path]:
+def notebook_folder(language: str) -> Path:
+    """Where an edition's lessons live: ``notebooks/`` for English, else a subfolder."""
+    return NOTEBOOK_DIR if language == ENGLISH else NOTEBOOK_DIR / language
+
+
+def readme_path(language: str) -> Path:
+    """An edition's README: README.md for English, README.<edition>.md for the others."""
+    return ROOT / ("README.md" if language == ENGLISH else f"README.{language}.md")
+
+
+# The course's editions and their folders: English lessons, each twin of the same name.
+EDITIONS = {language: notebook_folder(language) for language in available_languages()}
+TRANSLATED_EDITIONS = tuple(language for language in EDITIONS if language != ENGLISH)
+
+
+def _pattern(template: str, **groups: str) -> str:
+    """A regex for a message's text with each ``{name}`` placeholder matching ``groups[name]``."""
+    parts = re.split(r"\{(\w+)\}", template)
+    return "".join(re.escape(part) if i % 2 == 0 else f"({groups[part]})"
+                   for i, part in enumerate(parts))
+
+
+def run_time_line(language: str, seconds: int | str) -> str:
+    """The header's run-time line, e.g. "**Run time:** about 40 s on 2 CPU cores."."""
+    return edition_text(language, "notebook",
+                        "**Run time:** about {seconds} s on 2 CPU cores.").format(seconds=seconds)
+
+
+def run_time_pattern(language: str) -> re.Pattern:
+    return re.compile(_pattern(run_time_line(language, "{seconds}"), seconds=r"\d+"))
+
+
+def heading_number_pattern(language: str) -> re.Pattern:
+    """The lesson heading's number part ("Lesson {number}") as a regex, in ``language``."""
+    lesson = edition_text(language, "notebook", "Lesson {number}")
+    return re.compile(_pattern(lesson, number=r"\d+"))
+
+
+def lesson_paths(edition: str = ENGLISH) -> list[Path]:
     """One edition's lessons, in learning order."""
     if edition not in EDITIONS:
         raise ValueError(f"edition should be one of {tuple(EDITIONS)}, got {edition!r}")
@@ -28,7 +75,7 @@ def lesson_paths(edition: str = "en") -> list[Path]:
 
 
 def all_lesson_paths() -> list[Path]:
-    """Every lesson of every edition: the English ones, then the Chinese ones."""
+    """Every lesson of every edition: the English ones, then each other edition's."""
     return [path for edition in EDITIONS for path in lesson_paths(edition)]
 
 
@@ -38,14 +85,20 @@ def edition_of(path: Path) -> str:
     return next(name for name, where in EDITIONS.items() if where == folder)
 
 
+def twin_path(path: Path, edition: str) -> Path:
+    """The lesson of the same name in another edition."""
+    return EDITIONS[edition] / Path(path).name
+
+
 def read(path: Path) -> nbformat.NotebookNode:
     return nbformat.read(path, as_version=4)
 
 
 def stated_run_time(path: Path) -> int | None:
-    """The run time in seconds that a lesson's first cell states, or None."""
-    match = STATED_RUN_TIME.search(read(path).cells[0].source)
-    return int(match.group(1) or match.group(2)) if match else None
+    """The run time in seconds that a lesson's first cell states (in its edition's words),
+    or None."""
+    match = run_time_pattern(edition_of(path)).search(read(path).cells[0].source)
+    return int(match.group(1)) if match else None
 
 
 def excluded_cells(notebook: nbformat.NotebookNode) -> int:
@@ -70,8 +123,12 @@ def front_end_outputs(notebook: nbformat.NotebookNode) -> set[str]:
 
 def lesson_heading(notebook: nbformat.NotebookNode) -> tuple[str, str]:
     """("09", "The attention explorer: ...") from the first cell's "# Lesson 09 · ..."
-    (or the Chinese edition's "# 第 09 课 · ...")."""
+    (in any edition's words: "Lesson {number}" of the catalogue)."""
     heading = notebook.cells[0].source.partition("\n")[0].removeprefix("# ")
     number, _, name = heading.partition(" · ")
+    for language in EDITIONS:
+        found = heading_number_pattern(language).fullmatch(number.strip())
+        if found:
+            return found.group(1), name or heading
     digits = re.search(r"\d+", number)
     return (digits.group() if digits else number), name or heading

@@ -1,5 +1,5 @@
-"""Write the Colab badge and setup cell from tools/colab.py into every lesson of both
-editions, and the lesson tables into README.md and README.zh-CN.md.
+"""Write the Colab badge and setup cell from tools/colab.py into every lesson of every
+edition, and the lesson tables into each edition's README (README.md, README.<edition>.md).
 
     python3 tools/course.py sync
 
@@ -16,18 +16,22 @@ import nbformat
 
 from tools.colab import badge, setup_cell_source
 from tools.lessons import (
+    EDITIONS,
     ROOT,
     all_lesson_paths,
     edition_of,
+    edition_text,
     lesson_heading,
     lesson_paths,
     read,
+    readme_path,
     stated_run_time,
 )
 
 BADGE_LINE = re.compile(r"^\[!\[Open In Colab\].*$", re.M)
-SETUP_MARKER = re.compile(r"# (Setup: on Colab|准备：在 Colab)")
-READMES = {"en": ROOT / "README.md", "zh-CN": ROOT / "README.zh-CN.md"}
+# The setup cell, in any edition: its comment line, then the code that is the same in all.
+SETUP_MARKER = re.compile(r"# [^\n]*\nimport importlib\.util\n")
+READMES = {edition: readme_path(edition) for edition in EDITIONS}
 
 
 def sync_notebook(path) -> bool:
@@ -54,19 +58,16 @@ def sync_notebook(path) -> bool:
     return True
 
 
-TABLE_WORDS = {"en": ("| # | lesson | CPU run time | |", "about {} s"),
-               "zh-CN": ("| # | 课程 | CPU 运行时间 | |", "约 {} 秒")}
-
-
 def lesson_table(edition: str = "en") -> str:
     """A README's lesson table: number, title, stated run time and badge of each lesson."""
-    header, run_time = TABLE_WORDS[edition]
+    header = edition_text(edition, "notebook", "| # | lesson | CPU run time | |")
+    run_time = edition_text(edition, "notebook", "about {seconds} s")
     rows = [header, "|---|---|---|---|"]
     for path in lesson_paths(edition):
         relative = path.relative_to(ROOT).as_posix()
         number, name = lesson_heading(read(path))
         rows.append(f"| {number} | [{name}]({relative}) | "
-                    f"{run_time.format(stated_run_time(path))} | {badge(relative)} |")
+                    f"{run_time.format(seconds=stated_run_time(path))} | {badge(relative)} |")
     return "\n".join(rows)
 
 
