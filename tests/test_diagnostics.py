@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ from course_utils.attention_bugs import (
     correct_attention,
     torch_attention,
 )
+from course_utils.diagnostics.registry import probe, registered
+from course_utils.diagnostics.wrap import display_width, fill
 from course_utils.language import set_language
 from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
 
@@ -442,7 +445,7 @@ def test_in_chinese_every_finding_reads_chinese_with_the_same_numbers(name):
 def test_chinese_report_lines_stay_within_100_columns(chinese):
     report = d.diagnose(next(b for b in BUGS if b.caught_by == d.SHAPES).build())
     for line in str(report).splitlines()[1:]:
-        assert d._width(line) <= 102, line  # a closing punctuation mark may overhang
+        assert display_width(line) <= 102, line  # a closing punctuation mark may overhang
 
 
 def test_the_english_report_is_unchanged_by_the_chinese_edition():
@@ -454,3 +457,33 @@ def test_the_english_report_is_unchanged_by_the_chinese_edition():
 def test_gallery_titles_follow_the_language(chinese):
     assert all(CJK.search(bug.title) for bug in BUGS)
     assert len({bug.title for bug in BUGS}) == len(BUGS)
+
+
+def test_every_probe_is_declared_once_and_probes_lists_them_in_report_order():
+    probes = registered()
+    assert d.PROBES == tuple(p.name for p in probes)
+    assert len(set(d.PROBES)) == len(d.PROBES)
+    assert [p.order for p in probes] == sorted(p.order for p in probes)
+    assert [f.probe for f in d.diagnose(correct_attention).findings] == list(d.PROBES)
+
+
+@pytest.mark.parametrize("name, order, words", [
+    (d.SHAPES, 999, "already registered"),
+    ("a new probe", registered()[0].order, "is taken by"),
+])
+def test_a_probe_name_or_place_cannot_be_registered_twice(name, order, words):
+    with pytest.raises(ValueError, match=words):
+        probe(name, order)(lambda probing: None)
+    assert d.PROBES == tuple(p.name for p in registered())
+
+
+def test_wrapping_counts_wide_characters_twice_and_never_cuts_a_number():
+    assert display_width("ab") == 2 and display_width("注意力") == 6
+    english = "word " * 30
+    assert fill(english, "> ", width=40) == textwrap.fill(english, 40, initial_indent="> ",
+                                                          subsequent_indent="  ")
+    chinese = "权重" * 20 + " 123456789 " + "权重" * 20
+    lines = fill(chinese, "> ", width=30).splitlines()
+    assert all(display_width(line) <= 30 for line in lines)
+    assert any("123456789" in line for line in lines)
+    assert all(line.startswith("  ") for line in lines[1:])

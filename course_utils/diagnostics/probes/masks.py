@@ -1,0 +1,121 @@
+"""Probes of masking: blocked keys get weight 0, and neither the future (causal mask) nor
+padding tokens change what the other positions output."""
+
+from __future__ import annotations
+
+from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs
+from course_utils.diagnostics.registry import probe
+from course_utils.diagnostics.report import Finding
+from course_utils.language import _, join_sentences
+
+MASKED_WEIGHTS = "masked weights are 0"
+CAUSAL_LEAK = "causal leak"
+PADDING_LEAK = "padding leak"
+
+
+
+@probe(MASKED_WEIGHTS, order=30)
+def masked_weights(probing: Probing) -> Finding:
+    def check(layout):
+        inputs = probing.inputs(3, layout)
+        problems: dict[str, list[str]] = {}  # advice -> the masks it applies to
+        for name, mask in ((_("causal"), layout.causal()),
+                           (_("padding"), probing.padding_for(layout, 3))):
+            _output, weights = probing.subject.call(inputs, mask)
+            allowed = mask.expand_as(weights)
+            zero_or_nan = weights.isnan() | (weights.abs() <= TOLERANCE)
+            if zero_or_nan[~allowed].all():
+                continue
+            if zero_or_nan[allowed].all():
+                advice = _(
+                    "the weights are 0 exactly where the mask is True: the mask is read the "
+                    "other way round. In this course True = may attend (as in "
+                    "F.scaled_dot_product_attention), so fill where it is False: "
+                    "scores.masked_fill(~mask, float('-inf')).")
+            elif layout.n_q == layout.n_k and zero_or_nan[
+                    ~allowed.transpose(-2, -1)].all():
+                advice = _(
+                    "the zero weights line up with the queries instead of the keys: the mask "
+                    "was broadcast over the wrong axis. A key padding mask (batch, n_k) must "
+                    "become (batch, 1, n_k), pad[:, None, :], not (batch, n_k, 1).")
+            else:
+                leaked = max_abs(weights[~allowed].nan_to_num())
+                advice = _(
+                    "blocked keys still get weights up to {leaked:.2f}: the mask never "
+                    "reaches the scores.").format(leaked=leaked)
+            problems.setdefault(advice, []).append(name)
+        if not problems:
+            return None
+        return join_sentences(
+            (_("with the {masks} masks, {advice}") if len(names) > 1
+             else _("with the {masks} mask, {advice}")).format(
+                masks=_(" and ").join(names), advice=advice)
+            for advice, names in problems.items())
+
+    return probing.over_layouts(MASKED_WEIGHTS, check, _(
+        "blocked keys get weight 0 under causal and padding masks"))
+
+
+@probe(CAUSAL_LEAK, order=40)
+def causal_leak(probing: Probing) -> Finding:
+    def check(layout):
+        inputs = probing.inputs(4, layout)
+        mask = layout.causal()
+        baseline, _weights = probing.subject.call(inputs, mask)
+        worst = (0.0, None, None)
+        generator = probing.generator(40)
+        for j in range(1, layout.n_k):
+            watched = probing.subject.watched_queries(layout, [j])[:layout.n_q]
+            if not watched:
+                continue
+            changed, _weights = probing.subject.call(
+                probing.subject.perturb(inputs, [j], generator, with_queries=True), mask)
+            diff = (changed - baseline)[..., watched, :]
+            finite = baseline[..., watched, :].isfinite() & changed[..., watched, :].isfinite()
+            size = max_abs(diff[finite])
+            if size > worst[0]:
+                per_query = diff.nan_to_num().abs().amax(dim=-1)  # (..., watched)
+                earliest = int(per_query.reshape(-1, len(watched)).amax(0).argmax())
+                worst = (size, j, earliest)
+        size, j, earliest = worst
+        if size > TOLERANCE:
+            return _(
+                "under a causal mask, changing token {j} changed the output at position "
+                "{earliest} by up to {size:.2f}: information flows from the future. Block the "
+                "future scores with -inf before a softmax over the keys: zero weights alone "
+                "are not enough, a key inside the softmax's denominator still leaks.").format(
+                j=j, earliest=earliest, size=size)
+        return None
+
+    return probing.over_layouts(CAUSAL_LEAK, check, _(
+        "under a causal mask, changing a token never changes the outputs of the positions "
+        "before it"))
+
+
+@probe(PADDING_LEAK, order=50)
+def padding_leak(probing: Probing) -> Finding:
+    def check(layout):
+        inputs = probing.inputs(5, layout)
+        mask = probing.padding_for(layout, 5)
+        baseline, _weights = probing.subject.call(inputs, mask)
+        length = layout.lengths()[1]
+        padded = list(range(length, layout.n_k))
+        changed_inputs = probing.subject.perturb(inputs, padded, probing.generator(50),
+                                              sequence=1)
+        changed, _weights = probing.subject.call(changed_inputs, mask)
+        watched = probing.subject.watched_queries(layout, padded)
+        if not probing.subject.is_module:
+            watched = list(range(layout.n_q))  # cross-attention: no query is padding
+        before, after = baseline[1][..., watched, :], changed[1][..., watched, :]
+        both_finite = before.isfinite() & after.isfinite()
+        size = max_abs((after - before)[both_finite])
+        if size > TOLERANCE:
+            return _(
+                "changing the padding keys of a sequence of {length} real tokens changed the "
+                "other outputs by up to {size:.2f}: padding leaks in. The padding mask must "
+                "reach the scores before the softmax, over the keys, with True = real token."
+            ).format(length=length, size=size)
+        return None
+
+    return probing.over_layouts(PADDING_LEAK, check, _(
+        "changing the padding tokens leaves the real tokens' outputs unchanged"))

@@ -1,0 +1,79 @@
+"""What diagnose() returns: one :class:`Finding` per probe, gathered in a :class:`Report`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from course_utils.diagnostics.wrap import fill
+from course_utils.language import _
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+_MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The result of one probe: ``status`` is ``"pass"``, ``"fail"`` or ``"skip"``."""
+
+    probe: str
+    status: str
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+
+@dataclass(frozen=True, repr=False)
+class Report:
+    """All findings for one implementation; ``print(report)`` shows them one per line."""
+
+    subject: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no probe failed (skipped probes do not count against it)."""
+        return not self.failures
+
+    @property
+    def failures(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.status == FAIL)
+
+    @property
+    def skipped(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.status == SKIP)
+
+    def __getitem__(self, probe: str) -> Finding:
+        for finding in self.findings:
+            if finding.probe == probe:
+                return finding
+        names = ", ".join(repr(f.probe) for f in self.findings)
+        raise KeyError(f"no probe named {probe!r}; this report has {names}")
+
+    def verdict(self) -> str:
+        """One line: how many probes ran, how many failed, which were skipped."""
+        ran = len(self.findings) - len(self.skipped)
+        verdict = (_("all {ran} probes that ran passed").format(ran=ran)
+                   if self.passed else
+                   _(
+                       "{n_failures} of {ran} probes that ran failed").format(
+                       n_failures=len(self.failures), ran=ran))
+        if self.skipped:
+            verdict += _("; skipped: {probes}").format(
+                probes=_(", ").join(f.probe for f in self.skipped))
+        return verdict
+
+    def __str__(self) -> str:
+        lines = [_("diagnose({subject}): {verdict}").format(subject=self.subject,
+                                                             verdict=self.verdict())]
+        width = max(len(f.probe) for f in self.findings)
+        for finding in self.findings:
+            head = f"  {_MARKS[finding.status]} {finding.probe:<{width}}  "
+            lines.append(fill(finding.message, head))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def show(self) -> None:
+        print(self)

@@ -1,0 +1,50 @@
+"""Line wrapping for report lines, by display width, for any language.
+
+It decides by the text's own characters: text without wide (CJK) characters is wrapped at
+spaces like ``textwrap.fill``; text with them may break after any wide character (Chinese has
+no spaces to break at), but never inside a run of Latin letters or digits, so a number is
+never cut in two, and never before closing punctuation.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import unicodedata
+
+_WIDE = r"\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+# A space, one wide character, or a run of anything else (a word, a number, a formula).
+_WRAP_TOKEN = re.compile(rf"\s+|[{_WIDE}]|[^\s{_WIDE}]+")
+# Full-width comma, full stop, colon, semicolon, enumeration comma, closing bracket, !, ? and
+# closing quote: CJK typography never starts a line with them.
+_NO_LINE_START = set("\uff0c\u3002\uff1a\uff1b\u3001\uff09\uff01\uff1f\u201d")
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced font: 2 per wide or full-width character."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def fill(message: str, head: str, width: int = 100) -> str:
+    """``message`` after ``head``, in lines of at most ``width`` columns, indented under it.
+
+    ``textwrap.fill`` for text without wide characters; otherwise lines broken by display
+    width, at any wide character (closing punctuation may overhang by one character).
+    """
+    indent = " " * len(head)
+    if all(display_width(character) == 1 for character in message):
+        return textwrap.fill(message, width=width, initial_indent=head, subsequent_indent=indent)
+    lines, line, space = [], head, False
+    for token in _WRAP_TOKEN.findall(message):
+        if token.isspace():
+            space = True
+            continue
+        piece = (" " if space else "") + token
+        space = False
+        if (display_width(line + piece) > width and line.strip() and token not in _NO_LINE_START
+                and line != head):
+            lines.append(line)
+            line, piece = indent, token
+        line += piece
+    lines.append(line)
+    return "\n".join(lines)
