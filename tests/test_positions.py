@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from transformers import LlamaConfig
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from course_utils.positions import apply_rope, rope_frequencies
+from course_utils.masks import causal_mask
+from course_utils.positions import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_frequencies,
+    sinusoidal_positions,
+)
 
 
 def _llama_rope(q, k, positions, base):
@@ -103,6 +113,81 @@ def test_dtype_is_kept():
     assert apply_rope(x.half(), positions).dtype == torch.float16
 
 
+def test_sinusoidal_positions_follow_the_formula():
+    seq_len, d_model = 7, 10
+    table = sinusoidal_positions(seq_len, d_model)
+    assert table.shape == (seq_len, d_model) and table.dtype == torch.float32
+    for pos in range(seq_len):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-5)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
+    # Every position gets its own pattern: no two rows coincide.
+    distances = torch.cdist(table, table) + torch.eye(seq_len)
+    assert distances.min() > 0.1
+
+
+@pytest.mark.parametrize(("args", "error"), [((0, 8), ValueError), ((4, 7), ValueError),
+                                             ((4, 0), ValueError), ((4.0, 8), TypeError)])
+def test_sinusoidal_positions_reject_bad_sizes(args, error):
+    with pytest.raises(error):
+        sinusoidal_positions(*args)
+
+
+def _paper_slopes(n):
+    """The slopes as the ALiBi paper's code writes them (Press et al., 2022, attention_with_
+    linear_biases, fairseq/models/transformer.py): a geometric sequence from 2^(-8/n)."""
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + _paper_slopes(2 * closest)[0::2][: n - closest]
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 3, 5, 6, 8, 12, 16, 20])
+def test_alibi_slopes_are_the_papers_and_blooms(num_heads):
+    slopes = alibi_slopes(num_heads)
+    torch.testing.assert_close(slopes, torch.tensor(_paper_slopes(num_heads)))
+    # BLOOM's ALiBi tensor is slope_h * j for key j; at key position 1 it is the slope itself
+    bloom = build_alibi_tensor(torch.ones(1, 2), num_heads, torch.float32)  # (heads, 1, 2)
+    torch.testing.assert_close(slopes, bloom[:, 0, 1])
+
+
+def test_alibi_slopes_for_a_power_of_two_are_the_closed_form():
+    for num_heads in (2, 4, 8, 16):
+        expected = torch.tensor([2.0 ** (-8 * (h + 1) / num_heads) for h in range(num_heads)])
+        torch.testing.assert_close(alibi_slopes(num_heads), expected)
+
+
+@pytest.mark.parametrize(("num_heads", "n_q", "n_k"), [(4, 5, 5), (3, 2, 7), (8, 1, 9), (5, 6, 6)])
+def test_alibi_bias_is_minus_slope_times_distance_with_queries_last(num_heads, n_q, n_k):
+    bias = alibi_bias(num_heads, n_q, n_k)
+    assert bias.shape == (num_heads, n_q, n_k)
+    slopes = _paper_slopes(num_heads)
+    for h in range(num_heads):
+        for i in range(n_q):
+            for j in range(n_k):
+                query_position = n_k - n_q + i
+                assert bias[h, i, j].item() == pytest.approx(
+                    -slopes[h] * abs(query_position - j), rel=1e-6, abs=1e-7)
+    assert (bias[:, :, -1] <= 0).all() and (bias[:, -1, -1] == 0).all()
+
+
+@pytest.mark.parametrize(("n_q", "n_k"), [(6, 6), (2, 6)])
+def test_alibi_attention_weights_are_blooms(n_q, n_k):
+    # BLOOM adds slope * j (key position) and masks the future; per query row that differs
+    # from -slope * (i - j) by a constant, which the softmax removes.
+    num_heads = 6
+    scores = torch.randn(num_heads, n_q, n_k)
+    mask = causal_mask(n_q, n_k)
+    bloom = build_alibi_tensor(torch.ones(1, n_k), num_heads, torch.float32)  # (heads, 1, n_k)
+    expected = (scores + bloom).masked_fill(~mask, float("-inf")).softmax(-1)
+    ours = (scores + alibi_bias(num_heads, n_q, n_k)).masked_fill(~mask, float("-inf"))
+    torch.testing.assert_close(ours.softmax(-1), expected)
+
+
 BAD_INPUTS = [
     pytest.param(apply_rope, (torch.ones(3, 5), torch.arange(3)), {}, ValueError,
                  ("x", "even", "(3, 5)"), id="apply_rope: odd d"),
@@ -124,4 +209,19 @@ BAD_INPUTS = [
                  id="rope_frequencies: odd d"),
     pytest.param(rope_frequencies, (8,), {"base": "1e4"}, TypeError, ("base", "number", "str"),
                  id="rope_frequencies: str base"),
+    pytest.param(sinusoidal_positions, (4, 7), {}, ValueError, ("d_model", "even", "7"),
+                 id="sinusoidal_positions: odd d_model"),
+    pytest.param(sinusoidal_positions, (0, 8), {}, ValueError, ("seq_len", "positive int", "0"),
+                 id="sinusoidal_positions: seq_len=0"),
+    pytest.param(sinusoidal_positions, (4.0, 8), {}, TypeError,
+                 ("seq_len", "positive int", "float"),
+                 id="sinusoidal_positions: float seq_len"),
+    pytest.param(alibi_slopes, (0,), {}, ValueError, ("num_heads", "positive int", "0"),
+                 id="alibi_slopes: zero heads"),
+    pytest.param(alibi_bias, (4, 5, 3), {}, ValueError, ("n_k >= n_q", "n_q=5", "n_k=3"),
+                 id="alibi_bias: fewer keys than queries"),
+    pytest.param(alibi_bias, (4.0, 5), {}, TypeError, ("num_heads", "positive int", "float"),
+                 id="alibi_bias: float num_heads"),
+    pytest.param(alibi_bias, (4, 0), {}, ValueError, ("n_q", "positive int", "0"),
+                 id="alibi_bias: zero queries"),
 ]
