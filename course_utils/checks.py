@@ -212,25 +212,34 @@ def require_divisible(d_model, num_heads, num_heads_name: str = "num_heads") -> 
     return d_model // num_heads
 
 
+def require_int_tensor(name: str, value, notation: str, what: str = "integers") -> torch.Tensor:
+    """Return ``value`` if it is an integer tensor with exactly the dims ``notation`` names.
+
+    ``what`` says what the integers are (``"token ids"``, ``"positions"``) in the message.
+    """
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"{name} should be an integer torch.Tensor of shape {notation}, "
+            f"got {type(value).__name__}"
+        )
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise TypeError(
+            f"{name} should hold integer {what} (torch.long) of shape {notation}, "
+            f"got dtype {value.dtype}"
+        )
+    rank = sum(1 for part in notation.strip("()").split(",") if part.strip())  # "(n,)": 1
+    if value.dim() != rank:
+        raise ValueError(f"{name} should have shape {notation}, got shape {tuple(value.shape)}")
+    return value
+
+
 def require_token_ids(name: str, tokens, vocab_size: int,
                       notation: str = "(batch, seq_len)") -> torch.Tensor:
     """Return ``tokens`` if it is an integer tensor of ids in ``0..vocab_size-1``.
 
     ``notation`` sets the number of dims (the default: exactly 2).
     """
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(
-            f"{name} should be an integer torch.Tensor of shape {notation}, "
-            f"got {type(tokens).__name__}"
-        )
-    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-        raise TypeError(
-            f"{name} should hold integer token ids (torch.long) of shape {notation}, "
-            f"got dtype {tokens.dtype}"
-        )
-    rank = notation.count(",") + 1
-    if tokens.dim() != rank:
-        raise ValueError(f"{name} should have shape {notation}, got shape {tuple(tokens.shape)}")
+    require_int_tensor(name, tokens, notation, "token ids")
     if tokens.numel() and tokens.device.type != "meta" and (
         tokens.min() < 0 or tokens.max() >= vocab_size
     ):

@@ -14,8 +14,6 @@ Masks are bool with **True = may attend**.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -264,26 +262,6 @@ class DecoderBlock(nn.Module):
                           (block.norm1, layer.norm1), (block.norm2, layer.norm2),
                           (block.norm3, layer.norm3)))
         return block
-
-
-def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
-    """The fixed position encodings of the original Transformer, ``(seq_len, d_model)``.
-
-    Row ``pos``, columns ``2i`` and ``2i+1`` hold ``sin(pos / 10000^(2i/d_model))`` and
-    ``cos(pos / 10000^(2i/d_model))``: each pair of columns is a clock at its own speed.
-    """
-    require_positive_int("seq_len", seq_len)
-    require_positive_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(f"d_model should be even (sin/cos pairs), got {d_model}")
-    position = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (seq_len, 1)
-    frequency = torch.exp(  # (d_model / 2,) = 1 / 10000^(2i/d_model)
-        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
-    )
-    encoding = torch.zeros(seq_len, d_model)
-    encoding[:, 0::2] = torch.sin(position * frequency)
-    encoding[:, 1::2] = torch.cos(position * frequency)
-    return encoding
 
 
 def _check_token_length(tokens, seq_len: int, name: str = "tokens") -> None:

@@ -27,11 +27,20 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils import attention, checks, cost, masks, notebook, training, transformer
+from course_utils import (
+    attention,
+    checks,
+    cost,
+    masks,
+    notebook,
+    positions,
+    training,
+    transformer,
+)
 from course_utils.notebook import claim, lesson_generator, seeds, setup
 from course_utils.training import fit
 
-COVERED_MODULES = [attention, checks, cost, masks, notebook, training, transformer]
+COVERED_MODULES = [attention, checks, cost, masks, notebook, positions, training, transformer]
 
 # The rows of the modules that have no test module of their own here.
 _model = nn.Linear(2, 1)

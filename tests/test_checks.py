@@ -13,6 +13,7 @@ from course_utils.checks import (
     require_divisible,
     require_float_dtype,
     require_generator,
+    require_int_tensor,
     require_matches_module,
     require_positive_int,
     require_positive_number,
@@ -98,6 +99,11 @@ def test_numbers_and_switches():
 mask_34 = torch.ones(3, 4, dtype=torch.bool)
 
 BAD_INPUTS = [
+    pytest.param(require_int_tensor, ("positions", torch.ones(3), "(seq_len,)", "positions"), {},
+                 TypeError, ("positions", "integer positions", "torch.float32"),
+                 id="int tensor: float dtype"),
+    pytest.param(require_int_tensor, ("positions", torch.arange(3)[None], "(seq_len,)"), {},
+                 ValueError, ("positions", "(seq_len,)", "(1, 3)"), id="int tensor: wrong rank"),
     pytest.param(require_tensor, ("q", [1.0], "(..., n_q, d_k)"), {}, TypeError,
                  ("q", "torch.Tensor", "(..., n_q, d_k)", "list"), id="tensor: a list"),
     pytest.param(require_tensor, ("x", torch.ones(2, 3, dtype=torch.long), "(batch, d)"), {},

@@ -4,14 +4,13 @@ Lesson 07's exercises are tested in tests/test_exercises_transformer.py."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course_utils.masks import causal_mask, padding_mask, to_mha_convention
+from course_utils.positions import sinusoidal_positions
 from course_utils.transformer import (
     DecoderBlock,
     EncoderBlock,
@@ -20,7 +19,6 @@ from course_utils.transformer import (
     TinyTransformer,
     TinyViT,
     image_patches,
-    sinusoidal_positions,
 )
 
 D_MODEL, HEADS, D_FF, SEQ_LEN = 12, 3, 24, 5
@@ -145,27 +143,6 @@ def test_positions_break_permutation_equivariance(seed):
         permuted_first = block(x[:, perm] + positions)[0]
         permuted_after = block(x + positions)[0][:, perm]
     assert (permuted_first - permuted_after).abs().max() > 1e-2
-
-
-def test_sinusoidal_positions_follow_the_formula():
-    seq_len, d_model = 7, 10
-    table = sinusoidal_positions(seq_len, d_model)
-    assert table.shape == (seq_len, d_model) and table.dtype == torch.float32
-    for pos in range(seq_len):
-        for i in range(d_model // 2):
-            angle = pos / 10000 ** (2 * i / d_model)
-            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-5)
-            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
-    # Every position gets its own pattern: no two rows coincide.
-    distances = torch.cdist(table, table) + torch.eye(seq_len)
-    assert distances.min() > 0.1
-
-
-@pytest.mark.parametrize(("args", "error"), [((0, 8), ValueError), ((4, 7), ValueError),
-                                             ((4, 0), ValueError), ((4.0, 8), TypeError)])
-def test_sinusoidal_positions_reject_bad_sizes(args, error):
-    with pytest.raises(error):
-        sinusoidal_positions(*args)
 
 
 def test_tiny_transformer_shapes_and_final_norm():
@@ -452,12 +429,6 @@ BAD_INPUTS = [
     _row(DecoderBlock.from_torch, (_torch_layer(False),), TypeError,
          ("TransformerDecoderLayer", "TransformerEncoderLayer"),
          id="DecoderBlock.from_torch: an encoder layer"),
-    _row(sinusoidal_positions, (4, 7), ValueError, ("d_model", "even", "7"),
-         id="sinusoidal_positions: odd d_model"),
-    _row(sinusoidal_positions, (0, 8), ValueError, ("seq_len", "positive int", "0"),
-         id="sinusoidal_positions: seq_len=0"),
-    _row(sinusoidal_positions, (4.0, 8), TypeError, ("seq_len", "positive int", "float"),
-         id="sinusoidal_positions: float seq_len"),
     _row(TinyTransformer, (0, SEQ_LEN, 16), ValueError, ("vocab_size", "positive int", "0"),
          id="TinyTransformer: vocab_size=0"),
     _row(TinyTransformer, (10, SEQ_LEN, 0), ValueError, ("d_model", "positive int", "0"),

@@ -14,7 +14,8 @@ from course_utils.exercises import (
     expect_shape,
 )
 from course_utils.language import N_, _
-from course_utils.transformer import EncoderBlock, sinusoidal_positions
+from course_utils.positions import sinusoidal_positions
+from course_utils.transformer import EncoderBlock
 
 
 def _pre_ln_block_reference(block, x):

@@ -1,0 +1,137 @@
+"""Position schemes for attention: sinusoidal tables, rotary embeddings (RoPE) and ALiBi.
+
+Attention alone cannot tell order; a position scheme tells it. The sinusoidal table is added
+to the token embeddings once, at the bottom. RoPE rotates each pair of query/key dimensions
+by an angle proportional to the token's position, so the score ``q_m · k_n`` depends on the
+positions only through the offset ``m - n``. ALiBi adds a per-head penalty proportional to
+the distance to the scores, like an additive mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course_utils.checks import (
+    require_float_dtype,
+    require_int_tensor,
+    require_positive_int,
+    require_positive_number,
+    require_same_device,
+    require_tensor,
+)
+
+
+def rope_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+                     ) -> torch.Tensor:
+    """The ``d / 2`` angular speeds of RoPE, ``base^(-2i/d)`` for ``i = 0 .. d/2 - 1``.
+
+    Pair ``i`` turns by ``position * base^(-2i/d)`` radians: pair 0 once per token, the last
+    pair slowest. A larger ``base`` slows every pair but the first.
+    """
+    if require_positive_int("d", d) % 2:
+        raise ValueError(f"d should be even (RoPE turns pairs of dims), got {d}")
+    require_positive_number("base", base)
+    dtype = require_float_dtype("dtype", dtype)
+    return 1.0 / (base ** (torch.arange(0, d, 2, dtype=dtype) / d))
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """``(x1, x2) -> (-x2, x1)`` with ``x1`` the first and ``x2`` the second half of the dims."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate queries or keys ``x`` ``(..., seq_len, d)`` by their ``positions`` ``(seq_len,)``.
+
+    The "rotate half" pairing of Llama and Hugging Face: dimension ``i`` pairs with
+    ``i + d/2`` and the pair turns by the angle ``positions * base^(-2i/d)``::
+
+        x_i'       = x_i cos(angle) - x_{i+d/2} sin(angle)
+        x_{i+d/2}' = x_{i+d/2} cos(angle) + x_i sin(angle)
+
+    ``d`` must be even; ``positions`` is an integer tensor (for a cache, the positions of
+    the new tokens). Works for ``(batch, num_heads, seq_len, d_k)`` as for ``(seq_len, d)``.
+    The angles are computed in float32 as transformers does (in float64 for float64 ``x``);
+    the result has ``x``'s dtype.
+    """
+    x = require_tensor("x", x, "(..., seq_len, d)")
+    positions = require_int_tensor("positions", positions, "(seq_len,)", "positions")
+    require_same_device(x=x, positions=positions)
+    if x.shape[-1] % 2:
+        raise ValueError(
+            f"x should have an even last dim d (RoPE turns pairs of dims), got shape "
+            f"{tuple(x.shape)}"
+        )
+    if positions.shape[0] != x.shape[-2]:
+        raise ValueError(
+            f"positions should have one entry per row of x: x {tuple(x.shape)} has seq_len "
+            f"{x.shape[-2]}, positions has shape {tuple(positions.shape)}"
+        )
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    frequencies = rope_frequencies(x.shape[-1], base, dtype).to(x.device)  # (d / 2,)
+    angles = positions.to(dtype)[:, None] * frequencies  # (seq_len, d / 2)
+    angles = torch.cat((angles, angles), dim=-1)  # (seq_len, d): pair i and i + d/2 share one
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    return x * cos + _rotate_half(x) * sin
+
+
+def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
+    """The fixed position encodings of the original Transformer, ``(seq_len, d_model)``.
+
+    Row ``pos``, columns ``2i`` and ``2i+1`` hold ``sin(pos / 10000^(2i/d_model))`` and
+    ``cos(pos / 10000^(2i/d_model))``: each pair of columns is a clock at its own speed.
+    """
+    require_positive_int("seq_len", seq_len)
+    require_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model should be even (sin/cos pairs), got {d_model}")
+    position = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (seq_len, 1)
+    frequency = torch.exp(  # (d_model / 2,) = 1 / 10000^(2i/d_model)
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+    )
+    encoding = torch.zeros(seq_len, d_model)
+    encoding[:, 0::2] = torch.sin(position * frequency)
+    encoding[:, 1::2] = torch.cos(position * frequency)
+    return encoding
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """The ALiBi slope of each head, ``(num_heads,)`` float32 (Press et al., 2022).
+
+    For a power of two ``num_heads = n`` the slopes are the geometric sequence
+    ``2^(-8(h+1)/n)``, ``h = 0 .. n-1`` (for 8 heads: 1/2, 1/4, ..., 1/256). Otherwise the
+    paper's rule: the slopes of the largest power of two ``p < n``, then every other slope of
+    ``2p`` heads for the remaining ``n - p`` heads.
+    """
+    require_positive_int("num_heads", num_heads)
+    power = 2 ** int(math.floor(math.log2(num_heads)))
+    slopes = [2.0 ** (-8.0 * (h + 1) / power) for h in range(power)]
+    if power < num_heads:
+        slopes += [2.0 ** (-8.0 * (h + 1) / (2 * power)) for h in range(0, 2 * power, 2)]
+        slopes = slopes[:num_heads]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> torch.Tensor:
+    """The ALiBi scores bias ``(num_heads, n_q, n_k)``: ``-slope_h * distance(query, key)``.
+
+    Added to the scores before the softmax, like an additive mask (lesson 05). The queries
+    are the **last** n_q of the n_k positions (the cache convention of ``causal_mask``):
+    query i sits at position ``n_k - n_q + i`` and key j at position j, so for a key at or
+    before the query the bias is ``-slope_h * (n_k - n_q + i - j)``; a key after the query
+    gets ``-slope_h`` times its distance too (a causal model masks it anyway).
+    """
+    slopes = alibi_slopes(num_heads)  # (num_heads,)
+    require_positive_int("n_q (the number of queries)", n_q)
+    n_k = n_q if n_k is None else require_positive_int("n_k (the number of keys)", n_k)
+    if n_k < n_q:
+        raise ValueError(
+            f"alibi_bias aligns the n_q queries with the last n_q of the n_k keys, so it "
+            f"needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+        )
+    query_positions = torch.arange(n_k - n_q, n_k)[:, None]  # (n_q, 1)
+    distance = (query_positions - torch.arange(n_k)[None, :]).abs()  # (n_q, n_k)
+    return -slopes[:, None, None] * distance  # (num_heads, n_q, n_k)
