@@ -4,7 +4,8 @@
 - ``unit``: tests/ modules that neither run notebooks nor need a browser or another
   environment (``python3 tools/course.py test --fast`` runs these);
 - ``notebook``: a lesson validated by nbval (collected only with ``--nbval``);
-- ``browser``, ``colab``, ``site``, ``robustness``: the modules named in ``FILE_MARKERS``.
+- ``browser``, ``colab``, ``site``, ``kernel``: the modules named in ``FILE_MARKERS``
+  (``kernel``: tools tested on lessons they run in Jupyter kernels).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ FILE_MARKERS = {
     "test_browser.py": "browser",
     "test_colab.py": "colab",
     "test_site.py": "site",
-    "test_notebook_robustness.py": "robustness",
+    "test_audit.py": "kernel",
 }
 
 

@@ -36,9 +36,14 @@ def test_every_notebook_is_validated_strictly():
     assert "--nbval-lax" not in addopts + source
 
 
-def test_the_test_command_validates_again_with_portable_cpu_kernels():
+def test_the_editions_other_than_english_are_validated_with_portable_cpu_kernels():
     # Outputs must not depend on this CPU's vector kernels (AVX2, AVX-512...).
-    assert '{"ATEN_CPU_CAPABILITY": "default"}' in (ROOT / "tools" / "course.py").read_text()
+    from tests.notebook_plugin import PORTABLE_KERNELS, _native_kernels
+    from tools.lessons import lesson_paths
+
+    assert PORTABLE_KERNELS == {"ATEN_CPU_CAPABILITY": "default"}
+    assert not any(_native_kernels(path) for path in lesson_paths("zh-CN"))
+    assert all(_native_kernels(path) for path in lesson_paths("en"))
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
