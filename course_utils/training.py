@@ -7,7 +7,12 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from course_utils.checks import require_callable, require_positive_int, require_positive_number
+from course_utils.checks import (
+    require_callable,
+    require_instance,
+    require_positive_int,
+    require_positive_number,
+)
 
 
 def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: int,
@@ -20,8 +25,7 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
     clipped to ``max_grad_norm`` when given (the usual guard for recurrent networks);
     ``lr_at_step(step)`` multiplies ``lr`` when given (e.g. a warm-up schedule).
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model should be a torch.nn.Module, got {type(model).__name__}")
+    require_instance("model", model, nn.Module, "a torch.nn.Module")
     require_callable("loss_at_step", loss_at_step)
     steps = require_positive_int("steps", steps)
     require_positive_number("lr", lr)

@@ -22,6 +22,7 @@ from course_utils.attention import MultiHeadAttention
 from course_utils.checks import (
     require_bool,
     require_matches_module,
+    require_one_of,
     require_positive_int,
     require_positive_number,
     require_tensor,
@@ -108,10 +109,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"activation should be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
-            )
+        require_one_of("activation", activation, sorted(_ACTIVATIONS))
         self.linear1 = nn.Linear(require_positive_int("d_model", d_model),
                                  require_positive_int("d_ff", d_ff))
         self.activation = _ACTIVATIONS[activation]()

@@ -13,34 +13,57 @@ Any ``tests/test_*.py`` may define a table ``BAD_INPUTS``, a list of rows
 
 This module collects every table (its own included) and runs each row; the ids are prefixed
 with the defining module. Rows live next to the tests of the module they exercise.
-``test_every_public_name_has_a_row`` checks that each public name of the modules listed in
-``COVERED_MODULES`` has at least one row; add a module there once its table is complete.
+``test_every_public_name_has_a_row`` checks that each public name of every module of
+``course_utils`` (found with pkgutil, so a new module is covered from its first commit) has
+at least one row; the only exceptions are listed, each with its reason, in
+``NOT_COVERED`` (whole modules) and ``NO_INPUT_TO_CHECK`` (single names).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from course_utils import (
-    attention,
-    checks,
-    cost,
-    masks,
-    notebook,
-    positions,
-    training,
-    transformer,
-)
+import course_utils
 from course_utils.notebook import claim, lesson_generator, seeds, setup
 from course_utils.training import fit
 
-COVERED_MODULES = [attention, checks, cost, masks, notebook, positions, training, transformer]
+# Modules whose public names need no row, and why. Everything else pkgutil finds is covered.
+NOT_COVERED = {
+    # Being split into a package (issue 24, item 4); its rows come with the new modules.
+    "course_utils.diagnostics": "rebuilt elsewhere",
+    # Specimens, not API: lesson 08 prints their source for the learner to spot the one
+    # line that is wrong, and diagnose() must meet their bugs, not a validator's refusal.
+    "course_utils.attention_bugs": "the gallery of broken attention functions",
+    "course_utils.exercises.debugging": "the broken functions of lesson 08's exercises",
+}
+
+# Single public names that take no input a learner could get wrong.
+NO_INPUT_TO_CHECK = {
+    # Records the package fills and returns (frozen dataclasses); nobody builds them by hand.
+    "course_utils.exercises.Verdict",
+    "course_utils.heads.TwoRelationBatch",
+    "course_utils.pretrained.MiniLMOutput",
+    "course_utils.widgets.explorer.ComputationSteps",
+    "course_utils.widgets.explorer.ExplorerState",
+    "course_utils.widgets.scaling.ScalingState",
+}
+
+
+def _covered_modules() -> list:
+    """Every module of course_utils that is not in ``NOT_COVERED``, imported."""
+    names = [info.name for info in pkgutil.walk_packages(course_utils.__path__, "course_utils.")]
+    return [importlib.import_module(name) for name in sorted(names)
+            if not any(name == skip or name.startswith(f"{skip}.") for skip in NOT_COVERED)]
+
+
+COVERED_MODULES = _covered_modules()
 
 # The rows of the modules that have no test module of their own here.
 _model = nn.Linear(2, 1)
@@ -65,12 +88,13 @@ BAD_INPUTS = [
                  id="seeds: too many"),
     pytest.param(lesson_generator, (-1,), {}, ValueError, ("index", "0..999", "-1"),
                  id="lesson_generator: negative"),
-    pytest.param(lesson_generator, (1.0,), {}, ValueError, ("index", "int", "1.0"),
+    pytest.param(lesson_generator, (1.0,), {}, TypeError, ("index", "int", "float 1.0"),
                  id="lesson_generator: float"),
     pytest.param(claim, (True, ""), {}, TypeError, ("statement", "str", "''"),
                  id="claim: empty statement"),
     pytest.param(fit, (_model.weight, _loss, 3), {}, TypeError,
-                 ("model", "torch.nn.Module", "Parameter"), id="fit: not a module"),
+                 ("model", "torch.nn.Module", "tensor of shape (1, 2)"),
+                 id="fit: not a module"),
     pytest.param(fit, (_model, 0.5, 3), {}, TypeError,
                  ("loss_at_step", "function", "float 0.5"), id="fit: loss not callable"),
     pytest.param(fit, (_model, _loss, 0), {}, ValueError, ("steps", "positive int", "got 0"),
@@ -122,12 +146,26 @@ def test_bad_input_gets_a_clear_error(function, args, kwargs, error, words):
     assert not missing, f"{missing} missing from the message: {message}"
 
 
+def _takes_arguments(value) -> bool:
+    try:
+        return bool(inspect.signature(value).parameters)
+    except ValueError:  # a class with a C constructor, such as an Exception subclass
+        return False
+
+
 def _public_names(module) -> set[str]:
-    """Functions and classes a module defines that take arguments (so can get bad ones)."""
+    """Functions and classes a module defines that take arguments (so can get bad ones).
+
+    An exercise module's ``reference_*`` functions are left out: they are the solutions the
+    learner reads, called by their checkers only with valid input.
+    """
     return {
         name for name, value in vars(module).items()
         if not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
-        and value.__module__ == module.__name__ and inspect.signature(value).parameters
+        and value.__module__ == module.__name__ and _takes_arguments(value)
+        and f"{module.__name__}.{name}" not in NO_INPUT_TO_CHECK
+        and not (module.__name__.startswith("course_utils.exercises.")
+                 and name.startswith("reference_"))
     }
 
 
@@ -136,6 +174,21 @@ def _row_target(function):
     function = getattr(function, "__self__", None) or function
     return function if inspect.isclass(function) or inspect.isfunction(function) \
         else type(function)
+
+
+def test_every_module_is_covered_or_excused():
+    found = {info.name for info in pkgutil.walk_packages(course_utils.__path__, "course_utils.")}
+    assert {"course_utils.attention", "course_utils.widgets.explorer"} <= found
+    stale = [name for name in NOT_COVERED if name not in found]
+    assert not stale, f"NOT_COVERED names modules that do not exist: {stale}"
+    covered = {module.__name__ for module in COVERED_MODULES}
+    assert covered | set(NOT_COVERED) >= found
+
+
+def test_the_exemptions_name_real_records():
+    for dotted in NO_INPUT_TO_CHECK:
+        module, name = dotted.rsplit(".", 1)
+        assert inspect.isclass(getattr(importlib.import_module(module), name)), dotted
 
 
 @pytest.mark.parametrize("module", COVERED_MODULES, ids=lambda m: m.__name__)

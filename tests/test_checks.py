@@ -13,8 +13,11 @@ from course_utils.checks import (
     require_divisible,
     require_float_dtype,
     require_generator,
+    require_instance,
+    require_int_in_range,
     require_int_tensor,
     require_matches_module,
+    require_one_of,
     require_positive_int,
     require_positive_number,
     require_same_device,
@@ -96,6 +99,15 @@ def test_numbers_and_switches():
     assert require_seed("seed", 2**32 - 1) == 2**32 - 1 and require_generator("g", None) is None
 
 
+def test_range_choice_and_kind_checks_return_what_they_let_through():
+    assert require_int_in_range("seq_len", 12, 2, 12) == 12
+    assert require_int_in_range("n", 10**6, 2) == 10**6
+    assert require_one_of("rule", "sqrt", ("none", "sqrt")) == "sqrt"
+    assert require_one_of("cell", "lstm", {"rnn": 1, "lstm": 2}) == "lstm"
+    layer = nn.Linear(1, 1)
+    assert require_instance("model", layer, nn.Module) is layer
+
+
 mask_34 = torch.ones(3, 4, dtype=torch.bool)
 
 BAD_INPUTS = [
@@ -169,4 +181,21 @@ BAD_INPUTS = [
                  ("generator", "torch.Generator", "int 0"), id="generator: a seed"),
     pytest.param(require_callable, ("loss_at_step", 3), {}, TypeError,
                  ("loss_at_step", "function", "int 3"), id="callable: an int"),
+    pytest.param(require_int_in_range, ("seq_len", 13, 2, 12), {}, ValueError,
+                 ("seq_len", "int in 2..12", "got 13"), id="int in range: above"),
+    pytest.param(require_int_in_range, ("num_digits", 1, 2), {}, ValueError,
+                 ("num_digits", "int >= 2", "got 1"), id="int in range: below, no upper end"),
+    pytest.param(require_int_in_range, ("index", True, 0, 9), {}, TypeError,
+                 ("index", "int in 0..9", "bool True"), id="int in range: a bool"),
+    pytest.param(require_int_in_range, ("index", "3", 0, 9), {}, TypeError,
+                 ("index", "int in 0..9", "str '3'"), id="int in range: a str"),
+    pytest.param(require_one_of, ("rule", "log", ("none", "sqrt")), {}, ValueError,
+                 ("rule", "('none', 'sqrt')", "'log'"), id="one of: unknown"),
+    pytest.param(require_one_of, ("cell", ["rnn"], ("rnn", "lstm")), {}, ValueError,
+                 ("cell", "('rnn', 'lstm')", "['rnn']"), id="one of: unhashable"),
+    pytest.param(require_instance, ("model", "net", nn.Module), {}, TypeError,
+                 ("model", "torch.nn.modules.module.Module", "str 'net'"),
+                 id="instance: no description"),
+    pytest.param(require_instance, ("task", 3, dict, "a dict of tasks"), {}, TypeError,
+                 ("task", "a dict of tasks", "int 3"), id="instance: described"),
 ]

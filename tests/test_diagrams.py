@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+from course_utils import diagrams as diagrams_module  # noqa: E402
 from course_utils.diagrams import multi_head_flow, relay_vs_all_pairs, single_head_flow  # noqa: E402
 from course_utils.language import set_language  # noqa: E402
 
@@ -138,3 +139,17 @@ def test_in_chinese_the_words_are_chinese_and_the_shapes_unchanged(chinese):
         assert label in text, label
     assert "head" not in text and "concatenate" not in text
     plt.close(fig)
+
+
+BAD_INPUTS = [
+    pytest.param(diagrams_module.relay_vs_all_pairs, (1,), {}, ValueError,
+                 ("seq_len", "2..12", "got 1"), id="relay_vs_all_pairs: seq_len 1"),
+    pytest.param(diagrams_module.relay_vs_all_pairs, (4.0,), {}, TypeError,
+                 ("seq_len", "int", "float 4.0"), id="relay_vs_all_pairs: float"),
+    pytest.param(diagrams_module.single_head_flow, (), {"seq_len": 0}, ValueError,
+                 ("seq_len", "positive int", "got 0"), id="single_head_flow: zero"),
+    pytest.param(diagrams_module.single_head_flow, (), {"d_k": 2.5}, TypeError,
+                 ("d_k", "int or a name", "float"), id="single_head_flow: float"),
+    pytest.param(diagrams_module.multi_head_flow, (), {"shown_heads": 9}, ValueError,
+                 ("shown_heads", "1..4", "got 9"), id="multi_head_flow: too many shown"),
+]

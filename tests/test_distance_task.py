@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from course_utils import distance_task as distance_module
 from course_utils.distance_task import (
     DistanceTask,
     accuracy_by_distance,
@@ -73,7 +74,7 @@ def test_batch_rejects_bad_lengths_and_distances(kwargs, error, message):
     [
         ({"num_symbols": 1}, ValueError, "num_symbols should be an int >= 2"),
         ({"max_len": 1}, ValueError, "max_len should be an int >= 2"),
-        ({"max_len": 3.5}, TypeError, "max_len should be a positive int"),
+        ({"max_len": 3.5}, TypeError, "max_len should be an int >= 2, got float 3.5"),
     ],
 )
 def test_task_rejects_bad_sizes(kwargs, error, message):
@@ -158,3 +159,19 @@ def test_learning_curve_is_reproducible_measures_every_budget_and_keeps_the_glob
                                                        generator=generator(10_003)))
     other, _ = learning_curve(build, task, [1, 5, 10], [1, 9], seed=4, samples=50)
     assert not torch.equal(curve, other)
+
+
+_TASK = distance_module.DistanceTask(num_symbols=4, max_len=8)
+
+BAD_INPUTS = [
+    pytest.param(distance_module.DistanceTask, (), {"num_symbols": 1}, ValueError,
+                 ("num_symbols", "int >= 2", "got 1"), id="DistanceTask: one symbol"),
+    pytest.param(_TASK.batch, (2,), {"seq_len": 9}, ValueError,
+                 ("seq_len", "2..8", "got 9"), id="batch: too long"),
+    pytest.param(distance_module.train_reader, (torch.nn.Linear(1, 1), "task", 1), {}, TypeError,
+                 ("task", "DistanceTask", "str"), id="train_reader: task a str"),
+    pytest.param(distance_module.accuracy_by_distance, ("model", _TASK, [1]), {}, TypeError,
+                 ("model", "torch.nn.Module", "str"), id="accuracy_by_distance: model a str"),
+    pytest.param(distance_module.learning_curve, (3, _TASK, [1], [1], 0), {}, TypeError,
+                 ("build", "function", "int 3"), id="learning_curve: build not callable"),
+]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from course_utils import exercises as exercises_module
 from course_utils.exercises import (
     CHECKER_FAILED,
     CORRECT,
@@ -266,3 +267,27 @@ def test_as_number_accepts_python_numpy_and_one_element_tensors(value, expected)
 def test_as_number_rejects_nan_inf_and_non_numbers(value, words):
     with pytest.raises(Incorrect, match=words):
         as_number(value, "x")
+
+
+BAD_INPUTS = [
+    pytest.param(exercises_module.Exercise, (3, print, print), {}, TypeError,
+                 ("title", "N_(...)", "int 3"), id="Exercise: title an int"),
+    pytest.param(exercises_module.Exercise, ("title", "checker", print), {}, TypeError,
+                 ("checker", "function", "str"), id="Exercise: checker a str"),
+    pytest.param(exercises_module.attempt, (3,), {}, TypeError, ("answer", "function", "int 3"),
+                 id="attempt: not a function"),
+    pytest.param(exercises_module.as_number, ("0.5", "the variance"), {},
+                 exercises_module.Incorrect, ("the variance", "number", "str"),
+                 id="as_number: a str"),
+    pytest.param(exercises_module.expect_shape, ([1.0], (1,), "the output"), {},
+                 exercises_module.Incorrect, ("the output", "torch.Tensor", "list"),
+                 id="expect_shape: a list"),
+    pytest.param(exercises_module.expect_finite, (1.0, "the output"), {},
+                 exercises_module.Incorrect, ("the output", "torch.Tensor", "float"),
+                 id="expect_finite: a float"),
+    pytest.param(exercises_module.expect_close, (torch.ones(2), [1.0, 1.0], "the output"), {},
+                 TypeError, ("expected", "torch.Tensor", "list"),
+                 id="expect_close: expected a list"),
+    pytest.param(exercises_module.is_close, (torch.ones(2), 1.0), {}, TypeError,
+                 ("expected", "torch.Tensor", "float"), id="is_close: expected a float"),
+]

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import torch
 
+from course_utils.exercises import explorer as explorer_exercises
 from course_utils.exercises.explorer import (
     it_attends_to_ball,
     most_attended,
@@ -263,3 +265,10 @@ def test_in_the_chinese_edition_the_sentences_are_chinese_and_the_references_pas
             assert_correct(exercise, exercise.reference)
     finally:
         set_language("en")
+
+
+BAD_INPUTS = [
+    pytest.param(explorer_exercises.with_query_of_it, (3,), {}, TypeError,
+                 ("strengths", "dict feature -> strength", "int 3"),
+                 id="with_query_of_it: an int"),
+]

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_utils.language import in_english, set_language, translate
+from course_utils.widgets import explorer as explorer_module
 from course_utils.widgets.explorer import (
     PRONOUN_SENTENCE,
     TEMPERATURES,
@@ -224,8 +225,11 @@ def test_computation_steps_match_torch_step_by_step(causal, scaled, temperature)
 
 
 def test_bad_temperatures_are_rejected():
-    for bad in (0, -1.0, float("nan"), float("inf"), True, "1"):
+    for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="temperature should be a positive number"):
+            weight_matrix(pronoun_example(), temperature=bad)
+    for bad in (True, "1", None):  # not a number at all: checks.require_positive_number
+        with pytest.raises(TypeError, match="temperature should be a positive number"):
             weight_matrix(pronoun_example(), temperature=bad)
     with pytest.raises(ValueError, match="one of the slider's"):
         AttentionExplorer(temperature=0.3)
@@ -559,3 +563,38 @@ def test_english_stays_as_it_was():
 def test_the_script_reads_exactly_the_words_python_sends():
     used = set(re.findall(r"\bUI\.(\w+)", EXPLORER_JS))
     assert used == set(UI_TEXT)
+
+
+_EXAMPLE = explorer_module.pronoun_example()
+
+BAD_INPUTS = [
+    pytest.param(explorer_module.AttentionExample, (("a",), "q", "k", 0, "by hand"), {},
+                 ValueError, ("queries", "(seq_len=1, d_k)", "str"),
+                 id="AttentionExample: queries a str"),
+    pytest.param(explorer_module.example_from_table, ([],), {}, ValueError,
+                 ("table", "non-empty"), id="example_from_table: empty"),
+    pytest.param(explorer_module.in_course_language, ([], 3), {}, TypeError,
+                 ("name", "str", "int 3"), id="in_course_language: example an int"),
+    pytest.param(explorer_module.weight_matrix, ("the cat",), {}, TypeError,
+                 ("example", "AttentionExample", "str"), id="weight_matrix: a str"),
+    pytest.param(explorer_module.explorer_state, (_EXAMPLE,), {"temperature": "1"}, TypeError,
+                 ("temperature", "positive number", "str '1'"),
+                 id="explorer_state: temperature a str"),
+    pytest.param(explorer_module.computation_steps, (_EXAMPLE,), {"temperature": 0.0},
+                 ValueError, ("temperature", "positive number", "0.0"),
+                 id="computation_steps: temperature 0"),
+    pytest.param(explorer_module.explorer_figure, (), {"temperature": -1.0}, ValueError,
+                 ("temperature", "positive number", "-1.0"), id="explorer_figure: negative T"),
+    pytest.param(explorer_module.AttentionExplorer, (), {"temperature": 3.0}, ValueError,
+                 ("temperature", "slider", "3.0"), id="AttentionExplorer: T not on the slider"),
+    pytest.param(explorer_module.render_row_html, ({"query": 0}, 4), {}, TypeError,
+                 ("state", "ExplorerState", "dict"), id="render_row_html: a dict"),
+    pytest.param(explorer_module.render_heatmap_html, ([[1.0]], ["a"], 0), {}, TypeError,
+                 ("weights", "torch.Tensor", "list"), id="render_heatmap_html: a list"),
+    pytest.param(explorer_module.synthetic_attentions, (0, 2, 3), {}, ValueError,
+                 ("num_layers", "positive int", "got 0"), id="synthetic_attentions: no layer"),
+    pytest.param(explorer_module.model_view_figure, (["a"], "weights"), {}, TypeError,
+                 ("attentions", "torch.Tensor", "str"), id="model_view_figure: a str"),
+    pytest.param(explorer_module.ModelExplorer, ("a b", torch.rand(1, 1, 2, 2)), {}, TypeError,
+                 ("tokens", "list of strings", "str"), id="ModelExplorer: tokens a str"),
+]

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from course_utils import heads as heads_module
 from course_utils.heads import (
     NO_TARGET,
     TwoRelationModel,
@@ -175,3 +176,30 @@ def test_test_set_depends_only_on_the_seed_and_holds_1000_sequences():
     first, again, other = (two_relation_test_set(8, seed) for seed in (3, 3, 4))
     assert first.letters.shape == (1000, 8)
     assert torch.equal(first.digits, again.digits) and not torch.equal(first.digits, other.digits)
+
+
+_BATCH = heads_module.make_two_relation_batch(2)
+
+BAD_INPUTS = [
+    pytest.param(heads_module.make_two_relation_batch, (0,), {}, ValueError,
+                 ("batch_size", "positive int", "got 0"), id="make_two_relation_batch: zero"),
+    pytest.param(heads_module.make_two_relation_batch, (2,), {"num_digits": 1}, ValueError,
+                 ("num_digits", "int >= 2", "got 1"), id="make_two_relation_batch: 1 digit"),
+    pytest.param(heads_module.two_relation_test_set, (), {"seq_len": 3}, ValueError,
+                 ("seq_len", "even int", "got 3"), id="two_relation_test_set: odd"),
+    pytest.param(heads_module.TwoRelationModel, (16, 3), {}, ValueError,
+                 ("d_model=16", "num_heads=3", "divisible"), id="TwoRelationModel: 16 by 3"),
+    pytest.param(heads_module.two_relation_accuracy, ("model", _BATCH), {}, TypeError,
+                 ("model", "TwoRelationModel", "str"), id="two_relation_accuracy: model a str"),
+    pytest.param(heads_module.head_roles, (heads_module.TwoRelationModel(16, 2), "batch"), {},
+                 TypeError, ("batch", "TwoRelationBatch", "str"), id="head_roles: batch a str"),
+    pytest.param(heads_module.head_specialisation, (None, _BATCH), {}, TypeError,
+                 ("model", "TwoRelationModel", "NoneType"), id="head_specialisation: None"),
+    pytest.param(heads_module.previous_accuracy_by_position, ([nn.Linear(1, 1)], _BATCH), {},
+                 TypeError, ("model", "TwoRelationModel", "list"),
+                 id="previous_accuracy_by_position: a list"),
+    pytest.param(heads_module.train_two_relation_model, (0,), {}, ValueError,
+                 ("num_heads", "positive int", "got 0"), id="train_two_relation_model: zero"),
+    pytest.param(heads_module.heads_sweep, ([0],), {}, ValueError,
+                 ("num_heads", "positive int", "got 0"), id="heads_sweep: zero heads"),
+]

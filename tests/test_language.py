@@ -118,3 +118,31 @@ def test_the_chinese_pronoun_example_has_the_same_weights_with_chinese_words(res
     assert chinese.tokens[int(row.argmax())] == "小猫"
     causal_row = weight_matrix(chinese, causal=True)[it]
     assert (causal_row[it + 1:] == 0).all() and (causal_row[:it + 1] > 0).all()
+
+
+BAD_INPUTS = [
+    pytest.param(language.set_language, ("zh",), {}, ValueError,
+                 ("language", "'zh-CN'", "'zh'"), id="set_language: unknown"),
+    pytest.param(language.require_language, (None,), {}, ValueError,
+                 ("language", "'en'", "None"), id="require_language: None"),
+    pytest.param(language.Message, (3,), {}, TypeError, ("message", "str", "int"),
+                 id="Message: an int"),
+    pytest.param(language.N_, (b"key",), {}, TypeError, ("message", "str", "bytes"),
+                 id="N_: bytes"),
+    pytest.param(language.translate, (3,), {}, TypeError, ("message", "str", "int 3"),
+                 id="translate: an int"),
+    pytest.param(language.translate, ("key", "fr"), {}, ValueError, ("language", "'fr'"),
+                 id="translate: unknown language"),
+    pytest.param(language.pgettext, ("figure", 3), {}, TypeError, ("message", "str", "int 3"),
+                 id="pgettext: an int"),
+    pytest.param(language.in_english, (3,), {}, TypeError, ("message", "N_(...)", "int 3"),
+                 id="in_english: an int"),
+    pytest.param(language.join_sentences, ("One. Two.",), {}, TypeError,
+                 ("sentences", "list", "str"), id="join_sentences: one str"),
+    pytest.param(language.example_words, (3, ("a",)), {}, TypeError, ("name", "str", "int 3"),
+                 id="example_words: name an int"),
+    pytest.param(language.edition_font_path, ("en",), {}, ValueError,
+                 ("en edition", "figure_font"), id="edition_font_path: no font"),
+    pytest.param(language.use_edition_font, ("xx",), {}, ValueError, ("language", "'xx'"),
+                 id="use_edition_font: unknown"),
+]

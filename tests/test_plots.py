@@ -104,3 +104,9 @@ def test_all_nan_input_still_draws_with_finite_limits():
     fig = show_heatmaps(torch.full((3, 3), float("nan")))
     assert np.isfinite(_image(panels(fig)[0]).get_clim()).all()
     plt.close(fig)
+
+
+BAD_INPUTS = [
+    pytest.param(show_heatmaps, (torch.rand(2, 3, 3),), {"titles": ["one"]}, ValueError,
+                 ("titles", "2 entries", "got 1"), id="show_heatmaps: titles too few"),
+]

@@ -298,3 +298,17 @@ def test_model_rejects_bad_inputs(minilm, make, error, words):
     with pytest.raises(error) as raised:
         model(input_ids, attention_mask)
     assert words in str(raised.value)
+
+
+BAD_INPUTS = [
+    pytest.param(pretrained.Tokenizer, ("/nonexistent/tokenizer.json",), {}, FileNotFoundError,
+                 ("path", "tokenizer.json", "/nonexistent"), id="Tokenizer: no file"),
+    pytest.param(pretrained.load_minilm, ("/nonexistent",), {}, FileNotFoundError,
+                 ("/nonexistent",), id="load_minilm: no folder"),
+    pytest.param(pretrained.verify_sha256, ("/nonexistent",), {}, FileNotFoundError,
+                 ("/nonexistent",), id="verify_sha256: no file"),
+    pytest.param(pretrained.attention_maps, ("model", None, "text"), {}, TypeError,
+                 ("model", "MiniLM", "str"), id="attention_maps: model a str"),
+    pytest.param(pretrained.ablated_heads, (torch.nn.Linear(1, 1), [(0, 0)]), {},
+                 TypeError, ("model", "MiniLM", "Linear"), id="ablated_heads: another module"),
+]

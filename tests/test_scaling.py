@@ -335,3 +335,53 @@ def test_the_labels_stay_english_by_default():
     fig = scaling.plot_variance(scaling.variance_table([1, 4], n_pairs=100))
     assert fig.axes[0].get_ylabel() == "variance of the scores"
     plt.close(fig)
+
+
+BAD_INPUTS = [
+    *(pytest.param(function, (0,), {}, ValueError, ("d_k", "positive int", "got 0"),
+                   id=f"{function.__name__}: d_k 0")
+      for function in (scaling.dot_products, scaling.random_rows, scaling.raw_scores)),
+    *(pytest.param(function, ([4, 0],), {}, ValueError, ("d_k", "positive int", "got 0"),
+                   id=f"{function.__name__}: a d_k of 0")
+      for function in (scaling.variance_table, scaling.saturation_table, scaling.gradient_table)),
+    pytest.param(scaling.scale_factor, (4, "log"), {}, ValueError,
+                 ("rule", "'sqrt'", "'log'"), id="scale_factor: unknown rule"),
+    pytest.param(scaling.gradient_concentration, (4, "sqrt"), {"top": 1.5}, ValueError,
+                 ("top", "between 0 and 1", "1.5"), id="gradient_concentration: top > 1"),
+    pytest.param(scaling.gradient_norms, (4, "cube"), {}, ValueError, ("rule", "'cube'"),
+                 id="gradient_norms: unknown rule"),
+    pytest.param(scaling.max_weight, ([0.5, 0.5],), {}, TypeError,
+                 ("weights", "torch.Tensor", "list"), id="max_weight: a list"),
+    pytest.param(scaling.row_entropy, ("w",), {}, TypeError, ("weights", "torch.Tensor", "str"),
+                 id="row_entropy: a str"),
+    pytest.param(scaling.softmax_jacobian, (torch.tensor([1, 0]),), {}, TypeError,
+                 ("p", "floating-point", "int64"), id="softmax_jacobian: int tensor"),
+    pytest.param(scaling.KeyValueLookupTask, (), {"n_pairs": 0}, ValueError,
+                 ("n_pairs", "positive int", "got 0"), id="KeyValueLookupTask: no pairs"),
+    pytest.param(scaling.KeyValueLookupTask, (), {"n_pairs": 20}, ValueError,
+                 ("n_pairs (20)", "n_keys (16)"), id="KeyValueLookupTask: more pairs than keys"),
+    pytest.param(scaling.LookupModel, (8, 0, 4, True), {}, ValueError,
+                 ("d_k", "positive int", "got 0"), id="LookupModel: d_k 0"),
+    pytest.param(scaling.LookupModel, (8, 4, 4, 1), {}, TypeError,
+                 ("scaled", "True or False", "int 1"), id="LookupModel: scaled an int"),
+    pytest.param(scaling.train_lookup, (0, True), {}, ValueError,
+                 ("d_k", "positive int", "got 0"), id="train_lookup: d_k 0"),
+    pytest.param(scaling.training_comparison, ([0], [0]), {}, ValueError,
+                 ("d_k", "positive int", "got 0"), id="training_comparison: d_k 0"),
+    pytest.param(scaling.loss_ratios, ([1.0],), {}, TypeError,
+                 ("curves", "training_comparison", "list"), id="loss_ratios: a list"),
+    pytest.param(widget.scaling_state, (4, 1), {}, TypeError,
+                 ("scaled", "True or False", "int 1"), id="scaling_state: scaled an int"),
+    pytest.param(widget.scaling_figure, (0,), {}, ValueError,
+                 ("d_k", "positive int", "got 0"), id="scaling_figure: d_k 0"),
+    pytest.param(widget.draw_scaling_state, ({"d_k": 4},), {}, TypeError,
+                 ("state", "ScalingState", "dict"), id="draw_scaling_state: a dict"),
+    pytest.param(widget.ScalingWidget, (5,), {}, ValueError, ("d_k", "(1, 2, 4", "got 5"),
+                 id="ScalingWidget: d_k not on the slider"),
+    pytest.param(scaling.plot_variance, ({"d_k": 4},), {}, TypeError,
+                 ("table", "variance_table", "dict"), id="plot_variance: a dict"),
+    pytest.param(scaling.plot_against_d_k, (3, ["a"], ["sqrt"], ["y"]), {}, TypeError,
+                 ("table", "list of rows", "int 3"), id="plot_against_d_k: an int"),
+    pytest.param(scaling.plot_loss_curves, ([1.0], [4]), {}, TypeError,
+                 ("curves", "training_comparison", "list"), id="plot_loss_curves: a list"),
+]

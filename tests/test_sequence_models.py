@@ -59,7 +59,7 @@ def test_lstm_reader_reads_the_last_hidden_state_of_torchs_lstm_cell():
 
 
 def test_recurrent_reader_rejects_unknown_cells():
-    with pytest.raises(ValueError, match="cell should be 'rnn' or 'lstm'"):
+    with pytest.raises(ValueError, match=r"cell should be one of \('rnn', 'lstm'\), got 'gru'"):
         RecurrentReader("gru", 9, 4, d_embed=5, d_hidden=7)
 
 
@@ -87,3 +87,15 @@ def test_count_parameters_counts_only_trainable_ones():
 def test_count_parameters_agrees_with_torchs_own_lstm_formula():
     # nn.LSTM(d_in, d_hidden) holds 4 gates: 4 * (d_hidden * (d_in + d_hidden) + 2 * d_hidden).
     assert count_parameters(nn.LSTM(16, 32)) == 4 * (32 * (16 + 32) + 2 * 32)
+
+
+BAD_INPUTS = [
+    pytest.param(RecurrentReader, ("gru", 4, 2, 3, 3), {}, ValueError,
+                 ("cell", "'rnn', 'lstm'", "'gru'"), id="RecurrentReader: gru"),
+    pytest.param(AttentionReader, (0, 2, 4), {}, ValueError,
+                 ("vocab_size", "positive int", "got 0"), id="AttentionReader: no vocabulary"),
+    pytest.param(AttentionReader, (4, 2, 4.0), {}, TypeError,
+                 ("d_model", "positive int", "float"), id="AttentionReader: float d_model"),
+    pytest.param(count_parameters, ([nn.Linear(1, 1)],), {}, TypeError,
+                 ("model", "torch.nn.Module", "list"), id="count_parameters: a list"),
+]

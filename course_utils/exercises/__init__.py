@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from course_utils.checks import require_callable, require_instance
 from course_utils.language import Message, _, in_english
 
 NOT_ATTEMPTED = "not attempted"
@@ -77,6 +78,7 @@ def attempt(answer: Callable, *args, **kwargs):
     A stub (``None`` returned or ``NotImplementedError`` raised) means not attempted; any
     other exception is the learner's and is reported as such.
     """
+    require_callable("answer", answer)
     args = tuple(_cloned(arg) for arg in args)
     kwargs = {name: _cloned(value) for name, value in kwargs.items()}
     try:
@@ -91,12 +93,16 @@ def attempt(answer: Callable, *args, **kwargs):
     return result
 
 
-def expect_shape(value, shape: Sequence[int], what: str) -> None:
-    """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``."""
+def _expect_tensor(value, what: str) -> None:
     if not isinstance(value, torch.Tensor):
         raise Incorrect(_(
             "{what} should be a torch.Tensor, got {kind}").format(
             what=what, kind=type(value).__name__))
+
+
+def expect_shape(value, shape: Sequence[int], what: str) -> None:
+    """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``."""
+    _expect_tensor(value, what)
     if tuple(value.shape) != tuple(shape):
         raise Incorrect(_(
             "{what} should have shape {shape}, got {value_shape}").format(
@@ -105,6 +111,7 @@ def expect_shape(value, shape: Sequence[int], what: str) -> None:
 
 def expect_finite(value: torch.Tensor, what: str) -> None:
     """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here)."""
+    _expect_tensor(value, what)
     if value.is_floating_point() and not torch.isfinite(value).all():
         bad = "NaN" if torch.isnan(value).any() else "inf"
         raise Incorrect(_(
@@ -115,6 +122,7 @@ def expect_finite(value: torch.Tensor, what: str) -> None:
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """True if ``value`` would pass :func:`expect_close`: a checker uses it to recognise a
     known mistake (a finite float tensor of the right shape, equal in float64)."""
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
     return (isinstance(value, torch.Tensor) and value.is_floating_point()
             and tuple(value.shape) == tuple(expected.shape)
             and bool(torch.isfinite(value).all())
@@ -129,6 +137,7 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
     Any floating dtype is accepted (both sides are compared in float64); an integer or bool
     tensor where floats are expected, another device, or NaN/inf get their own message.
     """
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
     expect_shape(value, expected.shape, what)
     if expected.is_floating_point() and not value.is_floating_point():
         raise Incorrect(_(
@@ -197,6 +206,9 @@ class Exercise:
     _hints_given: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self):
+        require_instance("title", self.title, (str, Message), "a str or N_(...)")
+        require_callable("checker", self.checker)
+        require_callable("reference", self.reference)
         _REGISTRY[f"{self.checker.__module__}:{in_english(self.title)}"] = self
 
     def evaluate(self, answer) -> Verdict:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from course_utils.checks import require_instance
 from course_utils.exercises import Exercise, Incorrect, as_number, attempt
 from course_utils.language import N_, _
 from course_utils.widgets.explorer import (
@@ -59,6 +60,7 @@ def _learners_query(strengths) -> dict[str, float]:
 def with_query_of_it(strengths: Mapping[str, float]) -> AttentionExample:
     """"the kitten chased the ball because it was round" (in the course language), "it"
     looking for ``strengths``."""
+    require_instance("strengths", strengths, Mapping, "a dict feature -> strength")
     table = [(word, is_, dict(strengths) if position == IT else wants)
              for position, (word, is_, wants) in
              enumerate(in_course_language(ROUND_SENTENCE, "round_sentence"))]

@@ -60,7 +60,13 @@ import torch
 from matplotlib.patches import Rectangle
 
 from course_utils.attention import scaled_dot_product_attention
-from course_utils.checks import require_tensor
+from course_utils.checks import (
+    require_generator,
+    require_instance,
+    require_positive_int,
+    require_positive_number,
+    require_tensor,
+)
 from course_utils.language import N_, _, example_words, join_sentences
 from course_utils.masks import causal_mask
 from course_utils.scaling import row_entropy
@@ -233,9 +239,7 @@ def round_example() -> AttentionExample:
 
 
 def _scale(example: AttentionExample, scaled: bool, temperature: float) -> float:
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not (
-            math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature should be a positive number, got {temperature!r}")
+    require_positive_number("temperature", temperature)
     return (1.0 / math.sqrt(example.d_k) if scaled else 1.0) / float(temperature)
 
 
@@ -247,6 +251,7 @@ def weight_matrix(example: AttentionExample, causal: bool = False, scaled: bool 
     by sqrt(d_k) (off means a scale of 1); ``temperature`` T divides them once more
     (T > 1 flattens the rows, T < 1 sharpens them).
     """
+    require_instance("example", example, AttentionExample, "an AttentionExample")
     return _attend(example, causal, scaled, temperature)[1]
 
 
@@ -295,6 +300,7 @@ def explorer_state(example: AttentionExample, query: int | str | None = None,
                    causal: bool = False, scaled: bool = True,
                    temperature: float = 1.0) -> ExplorerState:
     """The explorer's display for ``query`` (default: ``example.default_query``)."""
+    require_instance("example", example, AttentionExample, "an AttentionExample")
     index = example.default_query if query is None else example.index(query)
     matrix = weight_matrix(example, causal=causal, scaled=scaled, temperature=temperature)
     return ExplorerState(tokens=example.tokens, query=index,
@@ -324,6 +330,7 @@ def computation_steps(example: AttentionExample, query: int | str | None = None,
                       causal: bool = False, scaled: bool = True,
                       temperature: float = 1.0) -> ComputationSteps:
     """Every intermediate number of one query's row, step by step (see ComputationSteps)."""
+    require_instance("example", example, AttentionExample, "an AttentionExample")
     index = example.default_query if query is None else example.index(query)
     scale = _scale(example, scaled, temperature)
     scores = example.keys @ example.queries[index]  # (n_k,)
@@ -355,6 +362,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     ``.attn-explorer-entropy`` hold the summary numbers. The explorer's script draws
     the same structure. ``settings`` replaces the "causal mask (when on) · scale" note.
     """
+    require_instance("state", state, ExplorerState, "an ExplorerState (explorer_state())")
     e = html.escape
     query_word = e(state.tokens[state.query])
     scale = (_("scores ÷ √{d_k}").format(d_k=d_k) if state.scaled
@@ -397,6 +405,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
 
 def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int) -> str:
     """All weights ``(n_q, n_k)`` as a table of shaded cells, the query's row outlined."""
+    require_tensor("weights", weights, "(n_q, n_k)")
     e = html.escape
     cell = "width: 34px; height: 22px; text-align: center; font-size: 10px; padding: 0;"
     header = "".join(
@@ -683,6 +692,9 @@ def synthetic_attentions(num_layers: int, num_heads: int, n: int,
     """Random but structured attention maps ``(num_layers, num_heads, n, n)`` for tests
     and demos: each head prefers one relative offset (previous token, same token, next,
     ...), with some noise; the last head of each layer is causal. Not a model's output."""
+    for name, size in (("num_layers", num_layers), ("num_heads", num_heads), ("n", n)):
+        require_positive_int(name, size)
+    require_generator("generator", generator)
     generator = torch.Generator().manual_seed(0) if generator is None else generator
     positions = torch.arange(n)
     offsets = positions[None, :] - positions[:, None]  # (n_q, n_k): key - query

@@ -17,6 +17,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
+from course_utils.checks import require_bool, require_instance, require_one_of
 from course_utils.language import _
 from course_utils.scaling import max_weight, raw_scores, row_entropy, scale_factor
 
@@ -71,8 +72,7 @@ def scaling_state(d_k: int, scaled: bool, n_rows: int = N_ROWS, n_keys: int = N_
     The same seed draws the same q and k for both settings, so the toggle rescales the
     very same scores.
     """
-    if not isinstance(scaled, bool):
-        raise TypeError(f"scaled should be a bool, got {type(scaled).__name__} {scaled!r}")
+    require_bool("scaled", scaled)
     scores = raw_scores(d_k, n_rows, n_keys, seed)  # (n_rows, 1, n_keys)
     scores = scores * scale_factor(d_k, "sqrt" if scaled else "none")
     weights = torch.softmax(scores, dim=-1)  # (n_rows, 1, n_keys)
@@ -86,6 +86,7 @@ def scaling_state(d_k: int, scaled: bool, n_rows: int = N_ROWS, n_keys: int = N_
 
 def draw_scaling_state(state: ScalingState):
     """Histogram of the scores beside the bars of one row of weights; returns the figure."""
+    require_instance("state", state, ScalingState, "a ScalingState (scaling_state())")
     fig, (hist, bars) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     std = math.sqrt(state.variance)
     hist.axvspan(-1, 1, color="#dddddd", label=_("±1: unit variance"))
@@ -130,8 +131,7 @@ class ScalingWidget:
     """
 
     def __init__(self, d_k: int = DEFAULT_D_K, scaled: bool = DEFAULT_SCALED):
-        if d_k not in D_K_OPTIONS:
-            raise ValueError(f"d_k should be one of {D_K_OPTIONS}, got {d_k!r}")
+        require_one_of("d_k", d_k, D_K_OPTIONS)
         self.d_k_slider = widgets.SelectionSlider(
             options=D_K_OPTIONS, value=d_k, description="d_k", continuous_update=False)
         self.scale_toggle = widgets.ToggleButton(value=bool(scaled))
