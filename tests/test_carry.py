@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -154,3 +155,10 @@ def test_the_commands_on_copies(course_copy, capsys):
     assert f"cell {index + 1} " not in out
     assert translation.main(["stale", "--accept", number, str(prose + 1)]) == 0
     assert translation.main(["stale"]) == 0
+
+
+def test_no_translation_on_main_is_stale():
+    """Every translated cell of every lesson translates its English cell as it is now."""
+    result = subprocess.run([sys.executable, "-m", "tools.translation", "stale"],
+                            cwd=lessons.ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
