@@ -74,8 +74,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def in_second_lane(item: pytest.Item) -> bool:
-    """The Colab-alone runs; lane 1 has the rest (the two lanes take about as long)."""
-    return Path(item.path).name == "test_colab.py" and "notebook_runs_alone" in item.nodeid
+    """Every test of the Colab mirror: its session fixture uninstalls course_utils from
+    .venv-colab before and after, so no test of that module may run in the other lane while
+    a notebook runs there. Lane 1 has the rest (the two lanes take about as long)."""
+    return Path(item.path).name == "test_colab.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
