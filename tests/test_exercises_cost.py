@@ -149,6 +149,11 @@ def _merge_in_float32(a, b):
     return merge_partials.reference(tuple(t.float() for t in a), tuple(t.float() for t in b))
 
 
+def _merge_keeping_the_second_max(a, b):
+    scale_a = torch.exp(a[0] - b[0])  # right only in the rows where b's max is the larger
+    return b[0], a[1] * scale_a + b[1], a[2] * scale_a + b[2]
+
+
 MERGE_WRONG = [
     ("no rescaling", _merge_without_rescaling, "added the two sums as they are"),
     ("normalised", _merge_normalised, "out should stay unnormalised"),
@@ -157,6 +162,9 @@ MERGE_WRONG = [
     ("out not rescaled", _merge_only_the_sum_rescaled, "added the two outs as they are"),
     ("maxes added", _merge_sum_of_maxes, "larger of the two"),
     ("not a tuple", lambda a, b: a[0], "tuple of three tensors"),
+    ("second max kept", _merge_keeping_the_second_max, "larger of the two"),
+    ("in float16", lambda a, b: tuple(t.half() for t in merge_partials.reference(a, b)),
+     "only about 3 significant digits"),
     ("NaN", lambda a, b: tuple(t * float("nan") for t in merge_partials.reference(a, b)),
      "contains NaN"),
 ]
@@ -166,6 +174,7 @@ MERGE_RIGHT = [
     ("torch.where", _merge_with_where),
     ("in place on the learner's tensors", _merge_in_place),
     ("in float32", _merge_in_float32),
+    ("a list, not a tuple", lambda a, b: list(merge_partials.reference(a, b))),
 ]
 
 

@@ -133,6 +133,8 @@ MUTATIONS = {
             ("integer dtype", lambda w, max_k: _norms(w, range(max_k + 1)).long(),
              "floating-point"),
             ("NaN", _gradient_with_a_nan, "contains NaN"),
+            ("float16", lambda w, max_k: gradient_through_linear_rnn.reference(w, max_k).half(),
+             "only about 3 significant digits"),
         ],
         right=[
             ("repeated product in float64", _gradient_by_repeated_product),

@@ -211,6 +211,8 @@ ASSEMBLE = Mutations(
         ("hard-coded 3 heads", lambda q, k, v, p, h: _mha(q, k, v, p, 3),
          "num_heads=5"),
         ("output only", lambda q, k, v, p, h: _mha(q, k, v, p, h)[0], "a tuple (output, weights)"),
+        ("in float16", lambda q, k, v, p, h: tuple(t.half() for t in _mha(q, k, v, p, h)),
+         "only about 3 significant digits"),
     ],
     right=[
         ("loop over heads, manual softmax", _loop_over_heads),
@@ -218,6 +220,7 @@ ASSEMBLE = Mutations(
         ("the package module with copied weights", _package_module),
         ("F.scaled_dot_product_attention", _torch_sdpa),
         ("einsum", _mha),
+        ("a list, not a tuple", lambda q, k, v, p, h: list(_mha(q, k, v, p, h))),
     ],
 )
 

@@ -202,7 +202,31 @@ def _softmax_output_changed_in_place(scores, mask):
     return weights.masked_fill_(~row_has_key, 0.0)
 
 
+def _max_over_every_key(scores, mask):
+    """exp(scores − max over all keys, blocked ones too) · mask, normalised where it can be."""
+    kept = torch.exp(scores - scores.amax(dim=-1, keepdim=True)) * mask
+    total = kept.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, kept / total.clamp_min(1e-30), torch.zeros_like(kept))
+
+
+def _max_over_every_key_divided(scores, mask):
+    kept = torch.exp(scores - scores.amax(dim=-1, keepdim=True)) * mask
+    total = kept.sum(dim=-1, keepdim=True)
+    return torch.where(mask.any(dim=-1, keepdim=True), kept / total, 0.0)  # 0 / 0 in some rows
+
+
+def _float16_weights(scores, mask):
+    return _manual_with_max(scores.half(), mask)
+
+
 WEIGHTS_WRONG = [
+    ("max over every key: zero rows", _max_over_every_key, "gets all-zero weights"),
+    ("max over every key: 0 / 0", _max_over_every_key_divided, "taken over the allowed keys"),
+    ("-20 fill", _finite_fill(-20.0), "sum to 1"),
+    ("-20 fill, empty rows zeroed",
+     lambda scores, mask: torch.softmax(scores.masked_fill(~mask, -20.0), dim=-1) * mask,
+     "a finite fill such as -20"),
+    ("computed in float16", _float16_weights, "only about 3 significant digits"),
     ("naive -inf softmax", _naive, "rows with no allowed key are NaN"),
     ("-1e9 fill", _finite_fill(-1e9), "sum to 1"),
     ("finfo.min fill", _finite_fill(torch.finfo(torch.float32).min), "sum to 1"),

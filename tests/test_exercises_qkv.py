@@ -115,6 +115,9 @@ MUTATIONS = {
              "output and weights are swapped"),
             ("output only", lambda q, k, v: _attention(q, k, v)[0], "return two tensors"),
             ("NaN in the weights", _nan_weights, "contains NaN"),
+            ("weights and output in float16",
+             lambda q, k, v: tuple(t.half() for t in attention_from_qkv.reference(q, k, v)),
+             "only about 3 significant digits"),
         ],
         right=[
             ("manual softmax", _manual_softmax),

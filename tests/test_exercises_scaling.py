@@ -81,6 +81,13 @@ def _numpy(d_k, n_pairs=20_000):
     return (q * k).sum(axis=1).var()  # a numpy float64
 
 
+def _own_generator(d_k, n_pairs=20_000):
+    generator = torch.Generator().manual_seed(d_k)  # same number every call: still measured
+    q = torch.randn(n_pairs, d_k, generator=generator)
+    k = torch.randn(n_pairs, d_k, generator=generator)
+    return (q * k).sum(-1).var().item()
+
+
 # ------------------------------------------------------------------ entropy
 def _log_base_2(w):
     return -(w * torch.log2(w.clamp_min(1e-30))).sum(-1)
@@ -188,6 +195,14 @@ MUTATIONS = {
             ("sum over pairs: NaN", _summed_over_the_pairs, "nan, not a finite number"),
             ("times sqrt(d_k)", _multiplied_by_d_k, "about d_k²"),
             ("a string", lambda d_k, n_pairs=20_000: "64", "should be a number, got str"),
+            ("d_k returned, a float", lambda d_k, n_pairs=20_000: float(d_k),
+             "a formula, not a measurement"),
+            ("d_k returned, an int", lambda d_k, n_pairs=20_000: d_k,
+             "a formula, not a measurement"),
+            ("d_k + 0.01 as a 0-d tensor", lambda d_k, n_pairs=20_000: torch.tensor(d_k + 0.01),
+             "a formula, not a measurement"),
+            ("variance of the input", lambda d_k, n_pairs=20_000: torch.tensor([d_k, 0.0]).var(),
+             "a formula, not a measurement"),
         ],
         right=[
             ("einsum", _einsum),
@@ -195,6 +210,7 @@ MUTATIONS = {
             ("second moment", _second_moment),
             ("batched matmul, correction=0", _batched_matmul),
             ("numpy", _numpy),
+            ("own generator, seeded once per call", _own_generator),
         ],
     ),
     entropy_of_rows: Mutations(

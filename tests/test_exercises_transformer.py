@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from course_utils.exercises.transformer import (
+    _pre_ln_block_reference,
     is_permutation_equivariant,
     pre_ln_block,
     sinusoidal,
@@ -177,6 +179,28 @@ def _python_loops(seq_len, d_model):
                           for j in range(d_model)] for pos in range(seq_len)])
 
 
+def _float64_module(block, x):
+    block.double()  # the learner's own copy of the block: converting it in place is allowed
+    return _pre_ln_block_reference(block, x.double())  # a float64 result
+
+
+def _float16_output(block, x):
+    return _pre_ln_block_reference(block, x).half()
+
+
+def _bfloat16_module(block, x):
+    block.bfloat16()  # every sublayer in bfloat16: right only to about 3 digits
+    return _pre_ln_block_reference(block, x.bfloat16())
+
+
+def _equivariance_as_numpy_bool(fn, x, perm):
+    return np.allclose(fn(x[:, perm]).numpy(), fn(x)[:, perm].numpy())  # numpy's bool
+
+
+def _equivariance_as_0d_tensor(fn, x, perm):
+    return torch.isclose(fn(x[:, perm]), fn(x)[:, perm]).all()  # a 0-d bool tensor
+
+
 MUTATIONS = {
     pre_ln_block: Mutations(
         wrong=[
@@ -190,12 +214,18 @@ MUTATIONS = {
             ("output normalised", _normalised_output, "output is normalised at the end"),
             ("tuple returned", _returns_tuple, "return only the output tensor"),
             ("weights returned", _returns_weights, "should have shape (2, 5, 16)"),
+            ("input returned", lambda block, x: x, "returns its input x unchanged"),
+            ("float16 output", _float16_output, "only about 3 significant digits"),
+            ("bfloat16 block", _bfloat16_module, "torch.bfloat16, which keeps only"),
+            ("integer output", lambda block, x: _pre_ln_block_reference(block, x).long(),
+             "floating-point"),
         ],
         right=[
             ("in place on x", _in_place),
             ("explicit q, k, v and FFN by hand", _explicit_qkv_and_ffn_by_hand),
             ("LayerNorm by hand", _layer_norm_by_hand),
             ("sublayers in a loop", _sublayers_in_a_loop),
+            ("block converted to float64", _float64_module),
         ],
     ),
     is_permutation_equivariant: Mutations(
@@ -225,6 +255,13 @@ MUTATIONS = {
             ("returns a tensor",
              lambda fn, x, perm: (fn(x[:, perm]) - fn(x)[:, perm]).abs(),
              "return True or False"),
+            ("tolerance too loose",
+             lambda fn, x, perm: torch.allclose(fn(x[:, perm]), fn(x)[:, perm], atol=0.1),
+             "tolerance is too loose"),
+            ("int for a bool",
+             lambda fn, x, perm: int(torch.allclose(fn(x[:, perm]), fn(x)[:, perm])),
+             "return True or False, got int"),
+            ("always True", lambda fn, x, perm: True, "says it is"),
         ],
         right=[
             ("default allclose", _reference_equivariance),
@@ -232,6 +269,8 @@ MUTATIONS = {
             ("isclose(...).all()", _isclose_all),
             ("largest difference", _max_difference),
             ("compared in float32", _in_float32),
+            ("numpy's bool", _equivariance_as_numpy_bool),
+            ("0-d bool tensor", _equivariance_as_0d_tensor),
         ],
     ),
     sinusoidal: Mutations(

@@ -67,7 +67,7 @@ def _cloned(value):
     """A copy of ``value`` the learner may modify freely (tensors cloned, containers copied)."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
-    if isinstance(value, (list, tuple, dict)):
+    if isinstance(value, (list, tuple, dict, torch.nn.Module)):  # a module: .double() is in place
         return copy.deepcopy(value)
     return value
 
@@ -119,6 +119,33 @@ def expect_finite(value: torch.Tensor, what: str) -> None:
             "allowed key, or -inf that reached a sum").format(what=what, bad=bad))
 
 
+_HALF_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _only_half_precision_rounding(value, expected: torch.Tensor) -> bool:
+    """True if ``value`` is a float16/bfloat16 tensor that matches ``expected`` to its own
+    rounding (about 3 significant digits) but not to the checker's tolerance."""
+    if not (isinstance(value, torch.Tensor) and value.dtype in _HALF_PRECISION
+            and expected.dtype not in _HALF_PRECISION
+            and tuple(value.shape) == tuple(expected.shape)):
+        return False
+    got, want = value.detach().double(), expected.detach().double()
+    scale = want.abs().max().item() if want.numel() else 0.0
+    return bool(torch.isfinite(got).all()) and torch.allclose(
+        got, want, atol=1e-2 * max(scale, 1e-3), rtol=1e-2)
+
+
+def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
+    """Raise Incorrect naming the dtype when ``value`` is right only to float16/bfloat16
+    rounding: the cause is the precision, not the formula (checkers that look for known
+    mistakes call it first, so a rounding gap is never mistaken for one)."""
+    if _only_half_precision_rounding(value, expected) and not is_close(value, expected):
+        raise Incorrect(_(
+            "{what} is {dtype}, which keeps only about 3 significant digits: right to that "
+            "precision, but the check needs more; compute and return float32 (or "
+            "float64)").format(what=what, dtype=value.dtype))
+
+
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """True if ``value`` would pass :func:`expect_close`: a checker uses it to recognise a
     known mistake (a finite float tensor of the right shape, equal in float64)."""
@@ -150,6 +177,7 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
     expect_finite(value, what)
     got, want = value.detach().double(), expected.detach().double()
     if not torch.allclose(got, want, atol=atol, rtol=rtol):
+        reject_half_precision(value, expected, what)
         gap = (got - want).abs().max().item()
         raise Incorrect(_(
             "{what} has the right shape but its values are off by up to {gap:.3g}").format(
@@ -172,6 +200,17 @@ def as_number(value, what: str) -> float:
     if not np.isfinite(value):
         raise Incorrect(_("{what} is {value}, not a finite number").format(what=what, value=value))
     return value
+
+
+def as_bool(value, what: str) -> bool:
+    """The learner's yes/no answer as a bool: Python's or NumPy's bool, or a one-element bool
+    tensor; anything else (an int, a float, a string) gets Incorrect saying what came."""
+    if isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.numel() == 1:
+        return bool(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise Incorrect(_("{what}: return True or False, got {kind}").format(
+        what=what, kind=type(value).__name__))
 
 
 class _GlobalRandomState:

@@ -17,6 +17,7 @@ from course_utils.exercises import (
     expect_finite,
     expect_shape,
     is_close,
+    reject_half_precision,
 )
 from course_utils.language import N_, _
 
@@ -136,7 +137,7 @@ def _check_merge_partials(answer):
     a = _partial(scores[..., :7], v[:, :7])
     b = _partial(scores[..., 7:], v[:, 7:])
     result = attempt(answer, a, b)
-    if not isinstance(result, tuple) or len(result) != 3:
+    if not isinstance(result, (tuple, list)) or len(result) != 3:  # a list reads the same
         raise Incorrect(_("return the merged state as a tuple of three tensors: (max, sum, out)"))
     want_max, want_sum, want_out = _merge_partials_reference(a, b)
     got_max, got_sum, got_out = result
@@ -149,6 +150,7 @@ def _check_merge_partials(answer):
                 "the merged {name} should be floating-point, got {dtype}").format(
                 name=name, dtype=got.dtype))
         expect_finite(got, merged)
+        reject_half_precision(got, want, merged)
     if not is_close(got_max, want_max):
         raise Incorrect(_(
             "the merged max should be the larger of the two, row by row: torch.maximum(max_a, "

@@ -18,6 +18,7 @@ from course_utils.exercises import (
     expect_finite,
     expect_shape,
     is_close,
+    reject_half_precision,
 )
 from course_utils.language import N_, _
 
@@ -129,8 +130,9 @@ def _check_gradient_through_linear_rnn(answer) -> None:
             "{what} should be a floating-point tensor, got dtype {dtype}").format(
             what=what, dtype=got.dtype))
     expect_finite(got, what)
-    got = got.detach().double()
     expected = reference_gradient_through_linear_rnn(w, max_k)
+    reject_half_precision(got, expected, what)
+    got = got.detach().double()
     if is_close(got, expected):
         return
     norms = torch.linalg.matrix_norm

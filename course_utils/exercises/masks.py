@@ -31,6 +31,11 @@ def _first_position(where: torch.Tensor) -> str:
     return _("sentence {b}, query {i}, key {j}").format(b=b, i=i, j=j)
 
 
+def _first_row(where: torch.Tensor) -> str:
+    b, head, i = (int(index) for index in where.nonzero()[0])
+    return _("sentence {b}, head {head}, query {i}").format(b=b, head=head, i=i)
+
+
 def _check_combined_mask(answer):
     # seq_len longer than every sentence: the padding must come from seq_len, not max(lengths).
     for lengths, seq_len in (([4, 2, 3], 4), ([3, 1], 5)):
@@ -105,6 +110,9 @@ build_combined_mask = Exercise(
 )
 
 
+_MASKED_AFTER = N_(
+    "rows that have allowed keys do not sum to 1: mask the scores before the softmax, not the "
+    "weights after it")
 _FLIPPED = N_(
     "the mask is flipped: True means 'may attend', so the blocked keys are where the mask is False")
 
@@ -128,6 +136,10 @@ def _left_padded_case(generator):
     mask = causal_mask(6) & real[:, None]  # (3, 1, 6, 6)
     scores = 4 * torch.randn(3, 2, 6, 6, generator=generator)
     scores[0, 0, 3, 2] = 120.0  # exp(120) overflows float32: the row max must come off first
+    # A blocked key (a future one, and a padding one) with a huge score: a max taken over every
+    # key, blocked ones included, makes exp() of every allowed score underflow to 0.
+    scores[0, 1, 2, 5] = 200.0
+    scores[1, 0, 4, 0] = 200.0
     return scores, mask
 
 
@@ -139,6 +151,14 @@ def _cached_case(generator):
     mask[1, 0, 2] = False
     scores = 3 * torch.randn(2, 4, 3, 7, generator=generator)  # (batch, num_heads, n_q, n_k)
     return scores, mask
+
+
+def _overshadowed(scores, mask):
+    """(..., n_q): rows whose largest score is a blocked key's, by more than float32's exp()
+    range, so that exp(score - max over every key) is 0 for every allowed key."""
+    blocked_max = scores.masked_fill(mask, float("-inf")).amax(dim=-1)
+    allowed_max = scores.masked_fill(~mask, float("-inf")).amax(dim=-1)
+    return blocked_max > allowed_max + 100
 
 
 def _weights_of(answer, scores, mask, expected_shape):
@@ -183,6 +203,12 @@ def _check_safe_weights(answer):
                     "then set their weights to 0"))
             if torch.equal(nan_rows, full):
                 raise Incorrect(_FLIPPED)
+            if not (nan_rows & ~empty & ~_overshadowed(scores, mask)).any():
+                raise Incorrect(_(
+                    "weights are NaN in the rows where a blocked key has a huge score: the maximum "
+                    "you subtract must be taken over the allowed keys only (a max over every key "
+                    "makes exp() of every allowed score underflow, and 0 / 0 is NaN). Block the "
+                    "scores with -inf first, then take the row max"))
             raise Incorrect(_(
                 "weights contain NaN in rows that do have allowed keys: did you subtract each "
                 "row's maximum before exp? exp(120) overflows float32"))
@@ -196,15 +222,30 @@ def _check_safe_weights(answer):
                 "the rows with no allowed key sum to 1: a finite fill such as -1e9 or finfo.min "
                 "spreads the weight uniformly over keys that are all blocked. Those rows should "
                 "be all zero"))
-        if not torch.allclose(sums[~empty], torch.ones_like(sums[~empty]), atol=1e-4):
+        if torch.allclose(got, torch.softmax(scores.double(), dim=-1) * allowed, atol=1e-6):
+            raise Incorrect(str(_MASKED_AFTER))
+        zero_rows = (got == 0).all(dim=-1) & ~empty  # (..., n_q): allowed keys, no weight
+        if zero_rows.any():
             raise Incorrect(_(
-                "rows that have allowed keys do not sum to 1: mask the scores before the softmax, "
-                "not the weights after it"))
+                "a row that has allowed keys gets all-zero weights where a blocked key has a huge "
+                "score ({first_row}): the maximum you subtract must be taken over the allowed keys "
+                "only. Block the scores with -inf first, then take the row max (or use "
+                "torch.softmax on the masked scores)").format(
+                first_row=_first_row(zero_rows)))
+        if not torch.allclose(sums[~empty], torch.ones_like(sums[~empty]), atol=1e-4):
+            raise Incorrect(str(_MASKED_AFTER))
         if (got[~allowed] != 0).any():
             raise Incorrect(_(
                 "a blocked key gets weight: set blocked scores to -inf before the softmax"))
         if (got[empty] != 0).any():
             raise Incorrect(_("a row with no allowed key should be all zero"))
+        if not torch.allclose(sums[~empty], torch.ones_like(sums[~empty]), atol=1e-6, rtol=0):
+            raise Incorrect(_(
+                "rows that have allowed keys sum to as little as {smallest:.7f}, not 1: a finite "
+                "fill such as -20 lets the blocked keys take weight in the softmax (whenever the "
+                "real scores are not far above it), and zeroing them afterwards does not give it "
+                "back. Fill the blocked scores with -inf (or finfo.min)").format(
+                smallest=sums[~empty].min().item()))
         expect_close(got, expected, _("weights"), atol=1e-6, rtol=1e-5)
     _check_gradient(answer)
 

@@ -20,6 +20,7 @@ from course_utils.exercises import (
     expect_finite,
     expect_shape,
     is_close,
+    reject_half_precision,
 )
 from course_utils.language import N_, _, pgettext
 
@@ -115,6 +116,9 @@ def _check_attention(answer):
                 "{name} should be a floating-point tensor, got dtype {dtype}").format(
                 name=name, dtype=tensor.dtype))
         expect_finite(tensor, name)
+    expected_output, expected_weights = scaled_dot_product_attention(q, k, v)
+    reject_half_precision(weights, expected_weights, pgettext("answer", "weights"))
+    reject_half_precision(output, expected_output, pgettext("answer", "output"))
     weights64 = weights.detach().double()
     row_sums = weights64.sum(dim=-1)
     if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
@@ -126,7 +130,6 @@ def _check_attention(answer):
         raise Incorrect(_(
             "the rows of your weights sum to {item:.3g}, not 1: apply torch.softmax(scores, "
             "dim=-1) to the scaled scores").format(item=row_sums[0].item()))
-    expected_output, expected_weights = scaled_dot_product_attention(q, k, v)
     wrong_scales = {
         1.0: _("your weights are those of unscaled scores: divide q @ k.T by sqrt(d_k)"),
         1 / math.sqrt(d_v): _(

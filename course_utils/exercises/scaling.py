@@ -33,6 +33,20 @@ def _near(value: float, target: float) -> bool:
     return abs(value - target) < VARIANCE_TOLERANCE * target
 
 
+def _check_it_is_measured(answer, first: float) -> None:
+    """A measurement changes with its samples: the same number again on a second call and with
+    100 times fewer pairs is a formula (``float(d_k)``), not a variance that was measured."""
+    again = as_number(attempt(answer, 16), _("dot_product_variance({d_k})").format(d_k=16))
+    fewer = as_number(attempt(answer, 16, n_pairs=200), _(
+        "dot_product_variance({d_k}, n_pairs={n_pairs})").format(d_k=16, n_pairs=200))
+    if first == again == fewer:
+        raise Incorrect(_(
+            "dot_product_variance(16) gives exactly {value:.6g} on every call, with n_pairs=20000 "
+            "and with n_pairs=200: a measured variance changes with its samples, so this is a "
+            "formula, not a measurement. Draw n_pairs fresh pairs q, k with torch.randn on each "
+            "call and return the variance of their dot products").format(value=first))
+
+
 def _check_variance(answer) -> None:
     torch.manual_seed(0)  # the learner draws from the global generator; evaluate() restores it
     measured = {}
@@ -48,6 +62,7 @@ def _check_variance(answer) -> None:
         raise Incorrect(_(
             "your values are all near 0: that is the mean of the dot products (E[q·k] = 0), not "
             "their variance (use .var(), not .mean())"))
+    _check_it_is_measured(answer, measured[16])
     if all(_near(value, 1) for value in measured.values()):
         raise Incorrect(_(
             "your variance stays near 1 for every d_k, but Var(q·k) should grow like d_k: measure "

@@ -8,10 +8,12 @@ import torch
 from course_utils.exercises import (
     Exercise,
     Incorrect,
+    as_bool,
     attempt,
     expect_close,
     expect_finite,
     expect_shape,
+    reject_half_precision,
 )
 from course_utils.language import N_, _
 from course_utils.positions import sinusoidal_positions
@@ -49,6 +51,11 @@ def _check_pre_ln_block(answer):
                 "return only the output tensor (batch, seq_len, d_model); block.self_attn returns "
                 "(output, weights), so unpack it: attended, _ = block.self_attn(...)"))
         expect_shape(got, x.shape, _("the block's output"))
+        if not got.is_floating_point():
+            raise Incorrect(_(
+                "{what} should be a floating-point tensor, got dtype {dtype}").format(
+                what=_("the block's output"), dtype=got.dtype))
+        expect_finite(got, _("the block's output"))
         n1, n2, ffn = block.norm1, block.norm2, block.ffn
 
         def attn(h):
@@ -66,6 +73,12 @@ def _check_pre_ln_block(answer):
         normalised_output = n2(reference)
         h = x + attn(n2(x))
         swapped_norms = h + ffn(n1(h))
+    if torch.equal(got.detach().double(), x.double()):
+        raise Incorrect(_(
+            "your function returns its input x unchanged: apply the two sublayers, x + "
+            "attn(norm1(x)), then + ffn(norm2(x))"))
+    reject_half_precision(got, reference, _("the block's output"))
+    got = got.detach().double()  # any float dtype: the comparisons run in float64
     known_mistakes = (
         (post_ln, _(
             "this is the post-LN order, norm(x + sublayer(x)). Pre-LN normalises the sublayer's "
@@ -90,7 +103,7 @@ def _check_pre_ln_block(answer):
             "un-normalised (only the sublayer inputs are)")),
     )
     for wrong, reason in known_mistakes:
-        if torch.allclose(got, wrong, atol=1e-5):
+        if torch.allclose(got, wrong.double(), atol=1e-5):
             raise Incorrect(reason)
     expect_close(got, reference, _("the block's output"))
 
@@ -120,12 +133,7 @@ def _is_permutation_equivariant_reference(fn, x, perm):
 
 
 def _verdict(answer, fn, x, perm) -> bool:
-    result = attempt(answer, fn, x, perm)
-    if isinstance(result, torch.Tensor) and result.dtype == torch.bool and result.numel() == 1:
-        return bool(result)
-    if not isinstance(result, bool):
-        raise Incorrect(_("return True or False, got {kind}").format(kind=type(result).__name__))
-    return result
+    return as_bool(attempt(answer, fn, x, perm), "is_permutation_equivariant(fn, x, perm)")
 
 
 def _check_is_permutation_equivariant(answer):
@@ -152,6 +160,9 @@ def _check_is_permutation_equivariant(answer):
     def block_with_positions(x):
         return block(x + positions)[0]
 
+    def block_with_faint_positions(x):  # not equivariant, but only by about 1e-3
+        return block(x + 1e-3 * positions)[0]
+
     def reversed_tokens(x):  # same rows in another order: equal sums, equal sorted values
         return x.flip(1)
 
@@ -176,6 +187,14 @@ def _check_is_permutation_equivariant(answer):
                 "a block with position encodings added is not equivariant (the outputs differ by "
                 "far more than rounding), but your function says it is: compare the two outputs' "
                 "values position by position with torch.allclose"))
+        if _verdict(answer, block_with_faint_positions, x, perm):
+            gap = (block_with_faint_positions(x[:, perm])
+                   - block_with_faint_positions(x)[:, perm]).abs().max().item()
+            raise Incorrect(_(
+                "a block with faint position encodings (0.001 · positions) is not equivariant: "
+                "its two outputs differ by up to {gap:.1g}, far more than rounding, but your "
+                "function says it is. Your tolerance is too loose: torch.allclose's defaults "
+                "(rtol=1e-05, atol=1e-08) tell rounding from a real difference").format(gap=gap))
         if _verdict(answer, reversed_tokens, x, perm):
             raise Incorrect(_(
                 "fn(x) = x.flip(1) (reverse the tokens) is not equivariant, but your function "
