@@ -270,6 +270,12 @@ def test_as_number_rejects_nan_inf_and_non_numbers(value, words):
 
 
 BAD_INPUTS = [
+    pytest.param(exercises_module.as_bool, (1, "is it equivariant"), {},
+                 exercises_module.Incorrect, ("is it equivariant", "True or False", "int"),
+                 id="as_bool: an int"),
+    pytest.param(exercises_module.reject_half_precision, (torch.ones(2), [1.0, 1.0], "x"), {},
+                 TypeError, ("expected", "torch.Tensor", "list"),
+                 id="reject_half_precision: expected a list"),
     pytest.param(exercises_module.Exercise, (3, print, print), {}, TypeError,
                  ("title", "N_(...)", "int 3"), id="Exercise: title an int"),
     pytest.param(exercises_module.Exercise, ("title", "checker", print), {}, TypeError,

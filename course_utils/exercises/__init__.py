@@ -139,6 +139,7 @@ def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
     """Raise Incorrect naming the dtype when ``value`` is right only to float16/bfloat16
     rounding: the cause is the precision, not the formula (checkers that look for known
     mistakes call it first, so a rounding gap is never mistaken for one)."""
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
     if _only_half_precision_rounding(value, expected) and not is_close(value, expected):
         raise Incorrect(_(
             "{what} is {dtype}, which keeps only about 3 significant digits: right to that "
