@@ -9,9 +9,8 @@
   numbers are checked under both kernel sets.
 - ``--lane=1`` / ``--lane=2`` split the suite between two pytest processes, one per core
   (``tools/course.py test`` runs both): lane 2 takes the Colab-alone runs (tests/test_colab.py,
-  which is also the seed and re-run pass, in one process because they share .venv-colab) and
-  the JupyterLab runs (tests/test_browser.py); lane 1 everything else. Without ``--lane``
-  the whole suite runs in one process.
+  which is also the seed and re-run pass, in one process because they share .venv-colab);
+  lane 1 everything else. Without ``--lane`` the whole suite runs in one process.
 - The summary lists, per notebook, the cells excluded from output comparison and the time
   its nbval run took against the run time its header states; a lesson that takes much
   longer than it says fails the run. Times under portable kernels (slower) are listed, not
@@ -75,11 +74,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def in_second_lane(item: pytest.Item) -> bool:
-    """Every test of the Colab mirror (its session fixture uninstalls course_utils from
+    """Every test of the Colab mirror: its session fixture uninstalls course_utils from
     .venv-colab before and after, so no test of that module may run in the other lane while
-    a notebook runs there) and the JupyterLab runs; lane 1 has the rest, nbval and the site
-    among it (the two lanes take about as long)."""
-    return Path(item.path).name in ("test_colab.py", "test_browser.py")
+    a notebook runs there. Lane 1 has the rest; the two Chromium passes (JupyterLab, the
+    site) stay in one lane, since side by side they slowed MathJax past the site's check."""
+    return Path(item.path).name == "test_colab.py"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

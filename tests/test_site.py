@@ -114,8 +114,17 @@ class Visit:
 
 
 MATH_RENDERED_JS = """async () => {
+    // On a busy machine MathJax may still be loading when the page is idle: give it time to
+    // start (its startup promise appears once tex-chtml.js runs), then wait for the typeset.
+    const deadline = Date.now() + 30000;
+    const hasMath = document.querySelector('span.math, div.math') !== null;
+    while (hasMath && !(window.MathJax && MathJax.startup && MathJax.startup.promise)
+           && Date.now() < deadline) {
+        await new Promise(done => setTimeout(done, 100));
+    }
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
         await MathJax.startup.promise;
+        if (MathJax.typesetPromise) { await MathJax.typesetPromise(); }  // any typeset pending
     }
     const math = [...document.querySelectorAll('span.math, div.math')];
     return {
