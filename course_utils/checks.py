@@ -280,3 +280,16 @@ def require_instance(name: str, value, kind: type, what: str | None = None):
         expected = what or f"a {kind.__module__}.{kind.__qualname__}"
         raise TypeError(f"{name} should be {expected}, got {_describe(value)}")
     return value
+
+
+def require_cache_sizes(caller: str, n_q, n_k) -> tuple[int, int]:
+    """``(n_q, n_k)`` for a query block aligned with the last n_q of n_k keys (the KV-cache
+    convention): positive ints, ``n_k`` defaulting to ``n_q``, and ``n_k >= n_q``."""
+    require_positive_int("n_q (the sequence length, or the number of queries)", n_q)
+    n_k = n_q if n_k is None else require_positive_int("n_k (the number of keys)", n_k)
+    if n_k < n_q:
+        raise ValueError(
+            f"{caller} aligns the n_q queries with the last n_q of the n_k keys, so it "
+            f"needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+        )
+    return n_q, n_k

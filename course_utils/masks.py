@@ -19,6 +19,7 @@ import torch
 from course_utils.checks import (
     require_bool,
     require_bool_mask,
+    require_cache_sizes,
     require_float_dtype,
     require_positive_int,
     require_same_device,
@@ -36,13 +37,7 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tenso
     ``F.scaled_dot_product_attention(is_causal=True)`` aligns to the top-left instead,
     which is only the same when ``n_q == n_k``.
     """
-    require_positive_int("n_q (the sequence length, or the number of queries)", n_q)
-    n_k = n_q if n_k is None else require_positive_int("n_k (the number of keys)", n_k)
-    if n_k < n_q:
-        raise ValueError(
-            f"causal_mask aligns the n_q queries with the last n_q of the n_k keys, so it "
-            f"needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
-        )
+    n_q, n_k = require_cache_sizes("causal_mask", n_q, n_k)
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=n_k - n_q)
 
 

@@ -14,6 +14,7 @@ import math
 import torch
 
 from course_utils.checks import (
+    require_cache_sizes,
     require_float_dtype,
     require_int_tensor,
     require_positive_int,
@@ -125,13 +126,7 @@ def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> torch.Tensor
     gets ``-slope_h`` times its distance too (a causal model masks it anyway).
     """
     slopes = alibi_slopes(num_heads)  # (num_heads,)
-    require_positive_int("n_q (the number of queries)", n_q)
-    n_k = n_q if n_k is None else require_positive_int("n_k (the number of keys)", n_k)
-    if n_k < n_q:
-        raise ValueError(
-            f"alibi_bias aligns the n_q queries with the last n_q of the n_k keys, so it "
-            f"needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
-        )
+    n_q, n_k = require_cache_sizes("alibi_bias", n_q, n_k)
     query_positions = torch.arange(n_k - n_q, n_k)[:, None]  # (n_q, 1)
     distance = (query_positions - torch.arange(n_k)[None, :]).abs()  # (n_q, n_k)
     return -slopes[:, None, None] * distance  # (num_heads, n_q, n_k)

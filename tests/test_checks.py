@@ -9,6 +9,7 @@ from torch import nn
 from course_utils.checks import (
     require_bool,
     require_bool_mask,
+    require_cache_sizes,
     require_callable,
     require_divisible,
     require_float_dtype,
@@ -111,6 +112,9 @@ def test_range_choice_and_kind_checks_return_what_they_let_through():
 mask_34 = torch.ones(3, 4, dtype=torch.bool)
 
 BAD_INPUTS = [
+    pytest.param(require_cache_sizes, ("alibi_bias", 5, 3), {}, ValueError,
+                 ("alibi_bias", "n_k >= n_q", "n_q=5 and n_k=3"),
+                 id="require_cache_sizes: n_k < n_q"),
     pytest.param(require_int_tensor, ("positions", torch.ones(3), "(seq_len,)", "positions"), {},
                  TypeError, ("positions", "integer positions", "torch.float32"),
                  id="int tensor: float dtype"),
