@@ -161,6 +161,72 @@ def hand_written_softmax(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def dropout_at_eval(q, k, v, mask=None):
+    """Bug: ``F.dropout`` on the weights without ``training=``: it drops at evaluation too.
+
+    ``F.dropout``'s ``training`` argument defaults to True, so every call zeroes a random
+    tenth of the weights and scales the rest by 1/0.9, also after ``model.eval()``: the same
+    input gives another output each time. ``nn.Dropout`` follows ``model.eval()``.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.dropout(torch.softmax(scores, dim=-1), p=0.1)  # BUG: training=self.training
+    return weights @ v, weights
+
+
+def scale_in_place(q, k, v, mask=None):
+    """Bug: ``q.div_`` scales the caller's own q, in place.
+
+    The result is right, but the caller's tensor is now divided by sqrt(d_k): a second call
+    on the same q divides again, and whatever else uses q sees the change.
+    """
+    scores = q.div_(math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # BUG: q / math.sqrt(...)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def finite_fill(q, k, v, mask=None):
+    """Bug: blocked scores are filled with -1e4, a number real scores can fall below.
+
+    With ordinary scores exp(-1e4) is 0 and nothing shows; when every real score of a row is
+    below -1e4 (large, negative scores), the blocked keys get the most weight.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e4)  # BUG: use float("-inf")
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def statistic_across_positions(q, k, v, mask=None):
+    """Bug: the queries are centred with a mean over the positions (dim=-2), not the features.
+
+    The mean mixes every token's query, the future's and the padding's included, into every
+    score, before any mask can act: the weights look right and the future still leaks in.
+    """
+    q = q - q.mean(dim=-2, keepdim=True)  # BUG: a statistic over the sequence axis
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def multiplicative_mask(q, k, v, mask=None):
+    """Bug: the mask is multiplied into the scores, so a blocked score becomes 0, not -inf.
+
+    A score of 0 is an ordinary score: the blocked keys keep a weight of about exp(0) / Z.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores * mask  # BUG: use scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
 def additive_mask_nan_to_num(q, k, v, mask=None):
     """Bug in the backward pass only: -inf added as a mask, NaN rows hidden by nan_to_num.
 
@@ -224,4 +290,14 @@ BUGS = (
         float16_fill_overflow, probes.FLOAT16_MASKING),
     Bug(N_("hand-written softmax"),
         hand_written_softmax, probes.NAN_INF),
+    Bug(N_("dropout left on at evaluation"),
+        dropout_at_eval, probes.DETERMINISM),
+    Bug(N_("q scaled in place"),
+        scale_in_place, probes.INPUTS_UNCHANGED),
+    Bug(N_("a finite fill of -1e4"),
+        finite_fill, probes.FINITE_FILL),
+    Bug(N_("a statistic across positions"),
+        statistic_across_positions, probes.CAUSAL_LEAK),
+    Bug(N_("the mask multiplied into the scores"),
+        multiplicative_mask, probes.MASKED_WEIGHTS),
 )

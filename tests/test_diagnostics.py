@@ -9,6 +9,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course_utils import diagnostics as d
 from course_utils.attention import MultiHeadAttention, SelfAttention, scaled_dot_product_attention
@@ -37,11 +38,17 @@ EXPECTED_ADVICE = {
     "inverted padding mask": "read the other way round",
     "-1e9 fill in float16": "does not fit in float16",
     "hand-written softmax": "exp() overflowed",
+    "dropout left on at evaluation": "dropout is active at evaluation",
+    "q scaled in place": "the caller's q had changed",
+    "a finite fill of -1e4": "filled with a finite number",
+    "a statistic across positions": "a statistic computed across positions",
+    "the mask multiplied into the scores": "multiplied into the scores (scores * mask)",
 }
 # Bugs that must trip only their own probe: a false alarm elsewhere would send the learner
 # to the wrong place.
 SINGLE_PROBE_BUGS = {"missing 1/sqrt(d_k) scale", "one shared W for Q, K and V",
-                     "-1e9 fill in float16", "hand-written softmax"}
+                     "-1e9 fill in float16", "hand-written softmax", "q scaled in place",
+                     "a finite fill of -1e4", "a statistic across positions"}
 
 
 @pytest.mark.parametrize("attention", CORRECT_FUNCTIONS, ids=lambda f: f.__name__)
@@ -58,7 +65,7 @@ def test_correct_functions_pass_every_probe(attention):
 def test_correct_modules_pass_every_probe_they_can_run(module):
     report = d.diagnose(module)
     assert report.passed, str(report)
-    assert [f.probe for f in report.skipped] == [d.SCORE_SCALE, d.OUTPUT_MIX]
+    assert [f.probe for f in report.skipped] == [d.FINITE_FILL, d.SCORE_SCALE, d.OUTPUT_MIX]
 
 
 def test_torch_wrapper_matches_torch_and_course_attention():
@@ -259,15 +266,15 @@ def test_a_function_that_does_not_return_the_pair_is_told_exactly_that(result, w
     assert all(f.status == d.FAIL and words in f.message for f in ran), str(report)
 
 
-def test_in_place_edits_of_the_inputs_cannot_fool_the_probes():
+def test_in_place_edits_of_the_inputs_fail_their_own_probe_and_fool_no_other():
     def in_place(q, k, v, mask=None):
         q.div_(math.sqrt(q.shape[-1]))  # correct, but it edits the caller's tensor
         weights = torch.softmax((q @ k.mT).masked_fill(~mask, float("-inf")) if mask is not None
                                 else q @ k.mT, dim=-1)
         return weights @ v, weights
 
-    report = d.diagnose(in_place)
-    assert report.passed, str(report)
+    report = d.diagnose(in_place)  # only the probe that looks for it sees it
+    assert [f.probe for f in report.failures] == [d.INPUTS_UNCHANGED], str(report)
 
 
 @pytest.mark.parametrize(("kwargs", "error", "words"), [
@@ -320,9 +327,10 @@ def test_score_asymmetry_tells_a_shared_projection_from_separate_ones():
 
 def test_the_verdict_counts_what_ran_and_names_what_was_skipped():
     report = d.diagnose(correct_attention)
-    assert report.verdict() == "all 10 probes that ran passed; skipped: shared Q/K/V weights"
+    assert report.verdict() == "all 13 probes that ran passed; skipped: shared Q/K/V weights"
     report = d.diagnose(SelfAttention(16, 16, 16))
-    assert report.verdict().endswith("skipped: score scale, output = weights @ v")
+    assert report.verdict().endswith(
+        "skipped: fill below every score, score scale, output = weights @ v")
 
 
 def test_the_backward_only_bug_passes_the_forward_probes_and_poisons_the_gradients():
@@ -450,7 +458,7 @@ def test_chinese_report_lines_stay_within_100_columns(chinese):
 
 def test_the_english_report_is_unchanged_by_the_chinese_edition():
     report = d.diagnose(correct_attention)
-    assert str(report).startswith("diagnose(correct_attention): all 10 probes that ran passed")
+    assert str(report).startswith("diagnose(correct_attention): all 13 probes that ran passed")
     assert "every query's weights sum to 1" in report[d.ROWS_SUM_TO_1].message
 
 
@@ -487,3 +495,94 @@ def test_wrapping_counts_wide_characters_twice_and_never_cuts_a_number():
     assert all(display_width(line) <= 30 for line in lines)
     assert any("123456789" in line for line in lines)
     assert all(line.startswith("  ") for line in lines[1:])
+
+
+def _attention_with(fill=float("-inf"), dropout=None, edit=None):
+    """Correct attention but for one thing: the fill value, a dropout, an in-place edit."""
+
+    def attention(q, k, v, mask=None):
+        if edit is not None:
+            edit(q, k, v, mask)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask, fill)
+        weights = torch.softmax(scores, dim=-1)
+        if dropout is not None:
+            weights = dropout(weights)
+        return weights @ v, weights
+
+    return attention
+
+
+def test_dropout_at_eval_gives_one_report_and_is_named_not_taken_for_a_leak():
+    bug = next(b for b in BUGS if b.caught_by == d.DETERMINISM).build()
+    state = torch.random.get_rng_state()
+    first, second = d.diagnose(bug), d.diagnose(bug)
+    assert str(first) == str(second)
+    assert torch.equal(torch.random.get_rng_state(), state), "the global random state moved"
+    assert [f.probe for f in first.failures] == [d.DETERMINISM, d.ROWS_SUM_TO_1]
+    assert "dropout" in first[d.ROWS_SUM_TO_1].message
+    assert first[d.CAUSAL_LEAK].passed and first[d.PADDING_LEAK].passed
+
+
+class _DropoutAttention(nn.Module):
+    """SelfAttention with dropout on the weights: nn.Dropout, or F.dropout left on."""
+
+    def __init__(self, functional: bool):
+        super().__init__()
+        self.d_model, self.functional = 16, functional
+        self.inner, self.dropout = SelfAttention(16, 16, 16), nn.Dropout(0.1)
+
+    def forward(self, x, mask=None):
+        q, k, v = self.inner.w_q(x), self.inner.w_k(x), self.inner.w_v(x)
+        drop = (lambda w: F.dropout(w, 0.1)) if self.functional else self.dropout
+        return _attention_with(dropout=drop)(q, k, v, mask)
+
+
+def test_other_randomness_is_caught_and_nn_dropout_in_an_eval_module_is_not():
+    def noisy(q, k, v, mask=None):
+        return _attention_with()(q + 1e-3 * torch.randn_like(q), k, v, mask)
+
+    report = d.diagnose(noisy)
+    assert report[d.DETERMINISM].status == d.FAIL
+    assert "something random runs inside" in report[d.DETERMINISM].message
+    assert d.diagnose(_DropoutAttention(functional=False))[d.DETERMINISM].passed
+    functional = d.diagnose(_DropoutAttention(functional=True))
+    assert "dropout is active at evaluation" in functional[d.DETERMINISM].message
+
+
+@pytest.mark.parametrize("edit, names", [
+    (lambda q, k, v, mask: q.div_(2.0), "q"),
+    (lambda q, k, v, mask: v.mul_(2.0), "v"),
+    (lambda q, k, v, mask: k[..., 0, :].zero_(), "k"),
+    (lambda q, k, v, mask: mask is not None and mask[..., -1].fill_(True), "mask"),
+], ids=["q.div_", "v.mul_", "k[...] =", "mask filled"])
+def test_any_input_edited_in_place_is_named(edit, names):
+    report = d.diagnose(_attention_with(edit=edit))
+    assert report[d.INPUTS_UNCHANGED].status == d.FAIL, str(report)
+    assert f"the caller's {names} had changed" in report[d.INPUTS_UNCHANGED].message
+
+
+@pytest.mark.parametrize("fill", [-20.0, -1e4])
+def test_a_finite_fill_is_caught_when_real_scores_fall_below_it(fill):
+    report = d.diagnose(_attention_with(fill=fill))
+    assert [f.probe for f in report.failures] == [d.FINITE_FILL], str(report)
+
+
+@pytest.mark.parametrize("fill", [-1e9, torch.finfo(torch.float64).min, float("-inf")])
+def test_a_fill_below_every_real_score_passes_the_fill_probe(fill):
+    assert d.diagnose(_attention_with(fill=fill))[d.FINITE_FILL].passed
+
+
+def test_a_small_finite_fill_is_named_by_the_score_it_acts_as():
+    report = d.diagnose(_attention_with(fill=-1.0))
+    assert "as a score of -1 would" in report[d.MASKED_WEIGHTS].message, str(report)
+    assert report[d.FINITE_FILL].status == d.SKIP
+
+
+def test_a_statistic_across_positions_is_not_told_to_fill_with_minus_inf():
+    report = d.diagnose(next(b for b in BUGS if b.caught_by == d.CAUSAL_LEAK).build())
+    assert "-inf" not in report[d.CAUSAL_LEAK].message
+    # The textbook leak keeps its own advice.
+    leak = d.diagnose(next(b for b in BUGS if b.title == "mask applied after the softmax").build())
+    assert "Block the future scores with -inf" in leak[d.CAUSAL_LEAK].message

@@ -30,7 +30,13 @@ from __future__ import annotations
 import torch
 
 from course_utils.checks import require_seed
-from course_utils.diagnostics.probes.masks import CAUSAL_LEAK, MASKED_WEIGHTS, PADDING_LEAK
+from course_utils.diagnostics.probes.calls import DETERMINISM, INPUTS_UNCHANGED
+from course_utils.diagnostics.probes.masks import (
+    CAUSAL_LEAK,
+    FINITE_FILL,
+    MASKED_WEIGHTS,
+    PADDING_LEAK,
+)
 from course_utils.diagnostics.probes.numerics import DTYPE_DEVICE, FLOAT16_MASKING, NAN_INF
 from course_utils.diagnostics.probes.shapes import SHAPES
 from course_utils.diagnostics.probes.weights import (
@@ -55,7 +61,8 @@ from course_utils.language import _
 PROBES = tuple(p.name for p in registered())
 
 __all__ = [
-    "CAUSAL_LEAK", "DTYPE_DEVICE", "FAIL", "FLOAT16_MASKING", "MASKED_WEIGHTS", "NAN_INF",
+    "CAUSAL_LEAK", "DETERMINISM", "DTYPE_DEVICE", "FAIL", "FINITE_FILL", "FLOAT16_MASKING",
+    "INPUTS_UNCHANGED", "MASKED_WEIGHTS", "NAN_INF",
     "OUTPUT_MIX", "PADDING_LEAK", "PASS", "PROBES", "ROWS_SUM_TO_1", "SCORE_SCALE", "SEE_SHAPES",
     "SHAPES", "SHARED_QKV", "SKIP", "Finding", "Report", "diagnose", "score_asymmetry",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.diagnostics.report import FAIL, PASS, Finding
-from course_utils.diagnostics.subjects import RAISED_BY_SUBJECT, Subject, WrongReturn
+from course_utils.diagnostics.subjects import RAISED_BY_SUBJECT, SELF, Subject, WrongReturn
 from course_utils.language import N_, _
 from course_utils.masks import expand_padding_mask, padding_mask
 
@@ -38,6 +38,27 @@ class Probing:
     def __init__(self, subject: Subject, seed: int):
         self.subject = subject
         self.seed = seed
+        subject.rng_seed = seed
+        self._varies: bool | None = None
+
+    def varies(self) -> bool:
+        """Whether the same inputs give other results from another random state: something
+        random (dropout left on) runs inside. Measured once per run."""
+        if self._varies is None:
+            inputs = self.inputs(12, SELF)
+            first, second = (self.subject.call(inputs, SELF.causal(), rng=rng) for rng in (1, 2))
+            self._varies = not all(torch.allclose(a, b, atol=TOLERANCE, rtol=0, equal_nan=True)
+                                   for a, b in zip(first, second, strict=True))
+        return self._varies
+
+    def mask_holds(self, weights: torch.Tensor, mask: torch.Tensor) -> bool:
+        """Blocked keys have weight 0 and every finite row sums to 1: the mask reached the
+        scores before a softmax over the keys."""
+        sums = weights.sum(-1)
+        finite = sums.isfinite()
+        blocked = weights[~mask.expand_as(weights)].nan_to_num()
+        return bool((blocked.abs() <= TOLERANCE).all()) and torch.allclose(
+            sums[finite], torch.ones_like(sums[finite]), atol=TOLERANCE)
 
     def generator(self, offset: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed + offset)

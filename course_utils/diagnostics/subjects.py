@@ -106,6 +106,9 @@ class Subject:
 
     is_module = False
     layouts: tuple[Layout, ...] = ()
+    # The random state every call starts from: an implementation that draws random numbers
+    # (dropout left on) gives the same result on every call, so one seed gives one report.
+    rng_seed = 0
 
     def make_inputs(self, generator, layout, dtype, scale=1.0):
         raise NotImplementedError
@@ -113,15 +116,20 @@ class Subject:
     def run(self, inputs, mask):
         raise NotImplementedError
 
-    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu"):
+    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True):
+        """Run the implementation from random state ``rng_seed + rng``; the global random
+        state is left as it was. ``copy=False`` hands it the caller's own tensors (when
+        their dtype and device already match)."""
         # Clones: an implementation that edits its inputs in place cannot move the baseline.
-        inputs = tuple(t.to(device=device, dtype=dtype, copy=True) for t in inputs)
-        mask = None if mask is None else mask.to(device=device, copy=True)
-        try:
-            result = self.run(inputs, mask)
-        except Exception as error:
-            setattr(error, RAISED_BY_SUBJECT, True)
-            raise
+        inputs = tuple(t.to(device=device, dtype=dtype, copy=copy) for t in inputs)
+        mask = None if mask is None else mask.to(device=device, copy=copy)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.rng_seed + rng)
+            try:
+                result = self.run(inputs, mask)
+            except Exception as error:
+                setattr(error, RAISED_BY_SUBJECT, True)
+                raise
         return check_pair(result)
 
     def perturb(self, inputs, positions, generator, sequence=None):
@@ -191,9 +199,9 @@ class ModuleSubject(Subject):
             self._copies[key] = copy.deepcopy(self.module).to(device=device, dtype=dtype).eval()
         return self._copies[key]
 
-    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu"):
+    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True):
         self._current = (dtype, device)
-        return super().call(inputs, mask, dtype, device)
+        return super().call(inputs, mask, dtype, device, rng, copy)
 
     def run(self, inputs, mask):
         (x,) = inputs

@@ -53,6 +53,12 @@ def rows_sum_to_1(probing: Probing) -> Finding:
                     "normalised over the queries. Use softmax(scores, dim=-1), so each "
                     "query's weights over the keys sum to 1.")
             low, high = float(sums[finite].min()), float(sums[finite].max())
+            if probing.varies():
+                return _(
+                    "rows sum to between {low:.2f} and {high:.2f}, not 1, and the weights "
+                    "change from call to call: dropout on the weights at evaluation zeroes some "
+                    "and scales the rest up (see the 'same input, same output' probe); the "
+                    "softmax itself may be right.").format(low=low, high=high)
             return _(
                 "rows sum to between {low:.2f} and {high:.2f}, not 1: the weights are not a "
                 "softmax over the last axis (the keys).").format(
