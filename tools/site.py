@@ -41,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.progress import EMPTY as PROGRESS_DONE
 from tools.colab import colab_url
 from tools.lessons import EDITIONS, ROOT, lesson_heading, lesson_paths, stated_run_time
 from tools.sync_colab import SETUP_MARKER
@@ -110,6 +111,9 @@ def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.
         if cell.cell_type == "code" and SETUP_MARKER.match(cell.source):
             # Colab's install step means nothing to a reader of the page: fold it away.
             cell.metadata.setdefault("tags", []).append("hide-input")
+        if cell.cell_type == "code":  # a finished progress display is empty: not drawn
+            cell.outputs = [output for output in cell.outputs
+                            if output.get("data") != PROGRESS_DONE]
         for output in cell.get("outputs", []):
             if WIDGET_MIME in output.get("data", {}):
                 output["data"] = {"text/html": widget_note, "text/plain": "(widget)"}
