@@ -231,7 +231,7 @@ def test_bad_temperatures_are_rejected():
     for bad in (True, "1", None):  # not a number at all: checks.require_positive_number
         with pytest.raises(TypeError, match="temperature should be a positive number"):
             weight_matrix(pronoun_example(), temperature=bad)
-    with pytest.raises(ValueError, match="one of the slider's"):
+    with pytest.raises(ValueError, match=r"temperature \(a value of the slider\) should be one of"):
         AttentionExplorer(temperature=0.3)
 
 

@@ -63,6 +63,8 @@ from course_utils.attention import scaled_dot_product_attention
 from course_utils.checks import (
     require_generator,
     require_instance,
+    require_int_in_range,
+    require_one_of,
     require_positive_int,
     require_positive_number,
     require_tensor,
@@ -555,12 +557,8 @@ class AttentionExplorer:
         self.example = pronoun_example() if example is None else example
         examples = [self.example, *sentences]
         for item in examples:
-            if not isinstance(item, AttentionExample):
-                raise TypeError(f"example should be an AttentionExample, got "
-                                f"{type(item).__name__}")
-        if temperature not in TEMPERATURES:
-            raise ValueError(f"temperature should be one of the slider's {TEMPERATURES}, "
-                             f"got {temperature!r}")
+            require_instance("example", item, AttentionExample, "an AttentionExample")
+        require_one_of("temperature (a value of the slider)", temperature, TEMPERATURES)
         self.toggles = _require_toggles(toggles)
         self.examples = tuple(examples)
         self.heatmap, self.steps = bool(heatmap), bool(steps)
@@ -649,8 +647,7 @@ class ModelExplorer:
         num_layers, num_heads, n = self.maps[0][2].shape[:3]
         for name, value, limit in (("layer", layer, num_layers), ("head", head, num_heads),
                                    ("query", n - 1 if query is None else query, n)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-                raise ValueError(f"{name} should be an int in 0..{limit - 1}, got {value!r}")
+            require_int_in_range(name, value, 0, limit - 1)
         self.layer, self.head = layer, head
         self.query = n - 1 if query is None else query
         self.heatmap = bool(heatmap)
