@@ -34,7 +34,7 @@ from nbclient.exceptions import CellExecutionError
 
 from course_utils.language import ENGLISH
 from tools.execute import CELL_TIMEOUT_S, SKIP_TAGS, with_seed
-from tools.lessons import ROOT, lesson_heading, lesson_paths, read
+from tools.lessons import ROOT, edition_text, lesson_heading, lesson_paths, read
 
 REPORT = ROOT / "docs" / "claims.md"
 CLAIMS_LOG = "COURSE_CLAIMS_LOG"  # course_utils.notebook.CLAIMS_LOG
@@ -111,28 +111,68 @@ def audit(paths: list[Path], seeds: int) -> dict[Path, dict[Claim, int]]:
     return report
 
 
-def lesson_section(path: Path, passes: dict[Claim, int], seeds: int) -> str:
+def _table(edition: str, path: Path, rows: list[tuple[int, str, int]], seeds: int) -> list[str]:
+    """A lesson's heading and its table of (cell, statement, held) rows, in edition's words."""
     number, title = lesson_heading(read(path))
-    lines = [f"## {number} · {title}", "",
-             f"<!-- {path.name} code {code_fingerprint(read(path))} seeds {seeds} -->", "",
-             "| cell | claim | holds in |", "|---|---|---|"]
-    for claim, held in passes.items():
-        statement = claim.statement.replace("|", "\\|")
-        lines.append(f"| {claim.cell} | {statement} | {held}/{seeds} |")
+    columns = (edition_text(edition, "claims", "cell"), edition_text(edition, "claims", "claim"),
+               edition_text(edition, "claims", "holds in"))
+    lines = [f"## {number} · {title}", "", "| {} | {} | {} |".format(*columns), "|---|---|---|"]
+    for cell, statement, held in rows:
+        lines.append(f"| {cell} | {statement.replace('|', chr(92) + '|')} | {held}/{seeds} |")
+    return lines
+
+
+def lesson_section(path: Path, passes: dict[Claim, int], seeds: int) -> str:
+    lines = _table(ENGLISH, path, [(c.cell, c.statement, held) for c, held in passes.items()],
+                   seeds)
+    lines[1:1] = ["", f"<!-- {path.name} code {code_fingerprint(read(path))} seeds {seeds} -->"]
     return "\n".join(lines) + "\n"
 
 
-HEADER = """# How sure are these claims?
+_ROW = re.compile(r"^\| (\d+) \| .* \| (\d+)/(\d+) \|$", re.M)
 
-Every sentence of a lesson that states a result is checked in code where it is made, and the
-stored notebooks show one run: `setup(seed=0)`. A learner's run is another one, and a claim
-about a trained model must hold for models nobody looked at. So each lesson was run again
-under the setup seeds 1 to {seeds}, training other models each time, and each claim's line
-below says in how many of those runs it held. Every claim should hold in every run; a claim
-that held only usually is restated by its lesson as the rate, band or budget that does hold.
 
-Made by `python3 tools/course.py audit`; a lesson whose code changed since is audited again.
-"""
+def recorded_rates() -> dict[str, list[tuple[int, int, int]]]:
+    """{lesson file: [(cell, held, seeds), ...] in claim order} from the committed report."""
+    return {name: [(int(cell), int(held), int(seeds)) for cell, held, seeds in _ROW.findall(part)]
+            for name, part in sections(REPORT.read_text()).items()} if REPORT.exists() else {}
+
+
+def claims_page(edition: str) -> str:
+    """The site's page of the report in ``edition``: its own lessons' statements (a twin makes
+    the same claims, in the same cells and order) beside the rates the audit measured."""
+    rates = recorded_rates()
+    parts = [page_header(edition, max((s for rows in rates.values() for *_, s in rows),
+                                      default=DEFAULT_SEEDS))]
+    for path in lesson_paths(edition):
+        recorded = rates.get(path.name, [])
+        claims = stored_claims(path)
+        if [cell for cell, *_ in recorded] != [claim.cell for claim in claims]:
+            raise ValueError(f"{path.name}: its claims differ from the report's; audit it again")
+        rows = [(claim.cell, claim.statement, held)
+                for claim, (_cell, held, _seeds) in zip(claims, recorded, strict=True)]
+        seeds = recorded[0][2] if recorded else DEFAULT_SEEDS
+        parts.append("\n".join(_table(edition, path, rows, seeds)) + "\n")
+    return "\n".join(parts)
+
+
+def page_header(edition: str, seeds: int) -> str:
+    """The report's title and introduction, in ``edition``'s words."""
+    title = edition_text(edition, "claims", "How sure are these claims?")
+    intro = edition_text(
+        edition, "claims",
+        "Every sentence of a lesson that states a result is checked in code where it is made, "
+        "and the stored notebooks show one run: `setup(seed=0)`. A learner's run is another "
+        "one, and a claim about a trained model must hold for models nobody looked at. So each "
+        "lesson was run again under the setup seeds 1 to {seeds}, training other models each "
+        "time, and each claim's line below says in how many of those runs it held. Every claim "
+        "should hold in every run; a claim that held only usually is restated by its lesson as "
+        "the rate, band or budget that does hold.").format(seeds=seeds)
+    made_by = edition_text(
+        edition, "claims",
+        "Made by `python3 tools/course.py audit`; a lesson whose code changed since is audited "
+        "again.")
+    return f"# {title}\n\n{intro}\n\n{made_by}\n"
 
 
 def sections(text: str) -> dict[str, str]:
@@ -160,7 +200,7 @@ def write_report(results: dict[Path, dict[Claim, int]], seeds: int) -> None:
                  for path, passes in results.items()})
     ordered = [kept[name] for name in sorted(kept)]  # lesson files sort in learning order
     REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(HEADER.format(seeds=seeds) + "\n" + "\n".join(ordered))
+    REPORT.write_text(page_header(ENGLISH, seeds) + "\n" + "\n".join(ordered))
 
 
 def main(argv: list[str]) -> int:

@@ -43,6 +43,7 @@ import nbformat
 
 from course_utils.language import ENGLISH
 from course_utils.progress import EMPTY as PROGRESS_DONE
+from tools.audit import claims_page
 from tools.colab import colab_url
 from tools.lessons import (
     EDITIONS,
@@ -50,6 +51,7 @@ from tools.lessons import (
     edition_text,
     lesson_heading,
     lesson_paths,
+    readme_path,
     stated_run_time,
 )
 from tools.sync_colab import SETUP_MARKER
@@ -67,15 +69,11 @@ MATHJAX_PARTS = ("tex-chtml.js", "output/chtml", "input/tex/extensions", "ui", "
 COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LESSONS = "lessons"
+CLAIMS_PAGE = "claims"  # the claims audit's report, in each edition's words (tools/audit.py)
 DOWNLOADS = "notebooks"
 # Where each edition's pages go: English at the top, every other edition in its own folder.
 EDITION_OUTPUT = {edition: OUTPUT if edition == ENGLISH else OUTPUT / edition
                   for edition in EDITIONS}
-
-
-def readme_of(edition: str) -> Path:
-    """README.md for English, README.<edition>.md for another edition."""
-    return ROOT / ("README.md" if edition == ENGLISH else f"README.{edition}.md")
 
 
 def site_words(edition: str) -> dict[str, str]:
@@ -141,7 +139,7 @@ def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.
 def index_page(rows: list[str], edition: str = "en") -> str:
     """The landing page: the README's title and introduction, then the lesson table."""
     words = site_words(edition)
-    readme = readme_of(edition).read_text()
+    readme = readme_path(edition).read_text()
     title, intro = readme.split("\n## ", 1)[0].split("\n", 1)
     # The README's own language links point at files, not pages: the sidebar has the switch.
     intro = "\n".join(line for line in intro.strip().splitlines()
@@ -149,7 +147,7 @@ def index_page(rows: list[str], edition: str = "en") -> str:
     # Links to files of the repository (GLOSSARY.md …) are not pages: keep their text.
     intro = re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]+\)", r"\1", intro)
     table = "\n".join(rows)
-    toctree = "\n".join(f"{LESSONS}/{name}" for name in _lesson_names(edition))
+    toctree = "\n".join([*(f"{LESSONS}/{name}" for name in _lesson_names(edition)), CLAIMS_PAGE])
     lesson, run_time, run_it = words["lesson"], words["run_time_column"], words["run_it"]
     return f"""{title}
 
@@ -234,6 +232,7 @@ def prepare_source(edition: str = "en") -> Path:
             f"  - [![Open In Colab](_static/colab-badge.svg)]({colab_url(relative)})",
         ]
     (source / "index.md").write_text(index_page(rows, edition))
+    (source / f"{CLAIMS_PAGE}.md").write_text(claims_page(edition))
     vendor_mathjax(source / "_static")
     return source
 
