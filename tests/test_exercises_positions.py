@@ -7,7 +7,11 @@ import math
 import numpy as np
 import torch
 
-from course_utils.exercises.positions import alibi_slopes_exercise, rotate_pair
+from course_utils.exercises.positions import (
+    accuracy_by_position,
+    alibi_slopes_exercise,
+    rotate_pair,
+)
 from course_utils.positions import alibi_slopes
 from tests.exercise_checks import Mutations
 
@@ -138,6 +142,67 @@ def _float16(num_heads):
     return alibi_slopes(num_heads).half()
 
 
+# ------------------------------------------------------------------ accuracy at every position
+def _ahead(logits, tokens, k):
+    return (logits.argmax(-1)[:, :-k] == tokens[:, k:]).float().mean(0)
+
+
+def _own_position(logits, tokens, k):
+    return (logits.argmax(-1)[:, k:] == tokens[:, k:]).float().mean(0)
+
+
+def _percent(logits, tokens, k):
+    return 100 * (logits.argmax(-1)[:, k:] == tokens[:, :-k]).float().mean(0)
+
+
+def _count(logits, tokens, k):
+    return (logits.argmax(-1)[:, k:] == tokens[:, :-k]).sum(0)
+
+
+def _probability(logits, tokens, k):
+    probabilities = logits.softmax(-1)[:, k:]  # (batch, seq_len - k, vocab_size)
+    return probabilities.gather(-1, tokens[:, :-k, None]).squeeze(-1).mean(0)
+
+
+def _one_number(logits, tokens, k):
+    return (logits.argmax(-1)[:, k:] == tokens[:, :-k]).float().mean()
+
+
+def _rolled(logits, tokens, k):  # positions 0..k-1 compared with the end of the sequence
+    return (logits.argmax(-1) == tokens.roll(k, dims=1)).float().mean(0)
+
+
+def _over_positions(logits, tokens, k):
+    return (logits.argmax(-1)[:, k:] == tokens[:, :-k]).float().mean(1)
+
+
+def _k_plus_one(logits, tokens, k):
+    return (logits.argmax(-1)[:, k + 1:] == tokens[:, :-k - 1]).float().mean(0)
+
+
+def _loop(logits, tokens, k):
+    accuracies = []
+    for t in range(k, tokens.shape[1]):
+        right = logits[:, t].argmax(-1) == tokens[:, t - k]
+        accuracies.append(right.double().mean())
+    return torch.stack(accuracies)
+
+
+def _max_equals(logits, tokens, k):
+    wanted = logits[:, k:].gather(-1, tokens[:, :-k, None]).squeeze(-1)  # the answer's logit
+    return (wanted == logits[:, k:].amax(-1)).to(torch.float64).mean(0)
+
+
+def _numpy(logits, tokens, k):
+    predictions = logits.numpy().argmax(axis=-1)
+    return list((predictions[:, k:] == tokens.numpy()[:, :-k]).mean(axis=0))
+
+
+def _sum_over_batch(logits, tokens, k):
+    right = torch.eq(logits.argmax(dim=2)[:, k:], tokens[:, : tokens.shape[1] - k])
+    return right.sum(dim=0) / tokens.shape[0]
+
+
 MUTATIONS = {
     rotate_pair: Mutations(
         wrong=[
@@ -173,6 +238,25 @@ MUTATIONS = {
             ("python list", _python_list),
             ("numpy array", _numpy_array),
             ("float16", _float16),
+        ],
+    ),
+    accuracy_by_position: Mutations(
+        wrong=[
+            ("k places ahead", _ahead, "k places ahead"),
+            ("own position", _own_position, "its own position"),
+            ("percent", _percent, "percentages"),
+            ("count", _count, "counted"),
+            ("probability", _probability, "probability"),
+            ("one number", _one_number, "one number"),
+            ("first k positions included", _rolled, "no token k places back"),
+            ("averaged over positions", _over_positions, "averaged over the positions"),
+            ("k + 1 back", _k_plus_one, "off by one"),
+        ],
+        right=[
+            ("loop in float64", _loop),
+            ("max equals the answer's logit", _max_equals),
+            ("numpy list", _numpy),
+            ("sum over the batch", _sum_over_batch),
         ],
     ),
 }

@@ -1,7 +1,9 @@
 """Exercises of lesson 11, positions.
 
 - ``rotate_pair``: turn one RoPE pair of dimensions by the angle ``position * frequency``;
-- ``alibi_slopes_exercise``: the ALiBi slope of every head, the paper's rule included.
+- ``alibi_slopes_exercise``: the ALiBi slope of every head, the paper's rule included;
+- ``accuracy_by_position``: a copy-k-back model's accuracy at every position, to see where a
+  scheme fails on a longer sequence than it was trained on.
 """
 
 from __future__ import annotations
@@ -166,5 +168,111 @@ alibi_slopes_exercise = Exercise(
         N_("For a power of two n, head h (from 0) gets the slope 2^(-8(h+1)/n)."),
         N_("Otherwise take p, the largest power of two below num_heads: the p slopes of p heads, "
            "then the slopes of 2p heads at even indices 0, 2, 4, ... until you have num_heads."),
+    ),
+)
+
+
+# ------------------------------------------------------------------ accuracy at every position
+def _reference_accuracy_by_position(logits, tokens, k):
+    predictions = logits.argmax(dim=-1)  # (batch, seq_len): the predicted token ids
+    right = predictions[:, k:] == tokens[:, :-k]  # position t answers the token at t - k
+    return right.float().mean(dim=0)  # (seq_len - k,): positions k, k + 1, ..., seq_len - 1
+
+
+def _planted_case(batch_size, seq_len, vocab_size, k, generator):
+    """Logits whose argmax is right at position t with a rate that changes with t.
+
+    The wrong predictions are the token k + 1 places back, so comparing with the wrong
+    offset, or in the wrong direction, gives other numbers than the right comparison.
+    """
+    tokens = torch.randint(vocab_size, (batch_size, seq_len), generator=generator)
+    logits = torch.randn(batch_size, seq_len, vocab_size, generator=generator)
+    rate = torch.linspace(0.9, 0.1, seq_len)  # (seq_len,) the share of right answers per position
+    right = torch.rand(batch_size, seq_len, generator=generator) < rate
+    for t in range(seq_len):
+        answer = tokens[:, t - k] if t >= k else tokens[:, t]
+        fallback = tokens[:, t - k - 1] if t > k else (answer + 1) % vocab_size
+        planted = torch.where(right[:, t], answer, fallback)
+        logits[torch.arange(batch_size), t, planted] += 10.0  # the argmax of position t
+    return logits, tokens
+
+
+ACCURACY_CASES = ((40, 12, 7, 3), (40, 9, 5, 1), (40, 11, 6, 4))  # batch, seq_len, vocab, k
+
+
+def _accuracy_mistakes(logits, tokens, k):
+    """(wrong answer, message) for each classic mistake of the right shape on this case."""
+    predictions = logits.argmax(dim=-1)  # (batch, seq_len)
+    expected = _reference_accuracy_by_position(logits, tokens, k)
+    probability = logits.softmax(dim=-1)[:, k:].gather(-1, tokens[:, :-k, None])[..., 0]
+    return (
+        ((predictions[:, :-k] == tokens[:, k:]).float().mean(0), N_(
+            "{what}: you compared the prediction at position t with the token k places ahead "
+            "(at t + k); the answer at position t is the token k places back, at t - k")),
+        ((predictions[:, k:] == tokens[:, k:]).float().mean(0), N_(
+            "{what}: you compared each prediction with the token at its own position; the "
+            "answer at position t is the token k places back, at t - k")),
+        (expected * 100, N_(
+            "{what}: your accuracies are percentages; return fractions between 0 and 1")),
+        (expected * tokens.shape[0], N_(
+            "{what}: you counted the right answers; divide by the batch size to get a "
+            "fraction")),
+        (probability.mean(0), N_(
+            "{what}: you averaged the probability of the right token; accuracy counts a "
+            "position as right when the argmax is the right token")),
+    )
+
+
+def _check_accuracy_by_position(answer):
+    generator = torch.Generator().manual_seed(0)
+    for batch_size, seq_len, vocab_size, k in ACCURACY_CASES:
+        logits, tokens = _planted_case(batch_size, seq_len, vocab_size, k, generator)
+        what = _("accuracy_by_position(logits {shape}, tokens, k={k})").format(
+            shape=tuple(logits.shape), k=k)
+        result = attempt(answer, logits, tokens, k)
+        if isinstance(result, (list, tuple, np.ndarray)):
+            result = torch.tensor(np.asarray(result, dtype=np.float64))
+        expected = _reference_accuracy_by_position(logits, tokens, k)
+        if isinstance(result, torch.Tensor) and result.dim() == 0:
+            raise Incorrect(_(
+                "{what}: you returned one number for all positions; return one accuracy per "
+                "position k, k + 1, ..., seq_len - 1, shape {shape}").format(
+                what=what, shape=tuple(expected.shape)))
+        if isinstance(result, torch.Tensor) and tuple(result.shape) == (seq_len,):
+            raise Incorrect(_(
+                "{what}: positions 0 .. k-1 have no token k places back, so they have no "
+                "answer: return positions k .. seq_len - 1, shape {shape}").format(
+                what=what, shape=tuple(expected.shape)))
+        if isinstance(result, torch.Tensor) and tuple(result.shape) in (
+                (seq_len - k - 1,), (seq_len - k + 1,)):
+            raise Incorrect(_(
+                "{what}: your offset is off by one: you returned {count} positions; the token "
+                "exactly k places back gives positions k .. seq_len - 1, shape {shape}").format(
+                what=what, count=result.shape[0], shape=tuple(expected.shape)))
+        if isinstance(result, torch.Tensor) and tuple(result.shape) == (batch_size,):
+            raise Incorrect(_(
+                "{what}: you averaged over the positions, one number per sequence; average "
+                "over the batch (dim 0), one number per position").format(what=what))
+        expect_shape(result, expected.shape, what)
+        got = result.detach().double()
+        if not torch.allclose(got, expected.double(), atol=1e-6):
+            for wrong, message in _accuracy_mistakes(logits, tokens, k):
+                if torch.allclose(got, wrong.double(), atol=1e-6):
+                    raise Incorrect(message.format(what=what))
+        if not result.is_floating_point():
+            raise Incorrect(_(
+                "{what} has dtype {dtype}: turn the right/wrong booleans into floats before "
+                "averaging (.float().mean(dim=0))").format(what=what, dtype=result.dtype))
+        expect_close(result, expected, what, atol=1e-6, rtol=0)
+
+
+accuracy_by_position = Exercise(
+    title=N_("accuracy at every position"),
+    checker=_check_accuracy_by_position,
+    reference=_reference_accuracy_by_position,
+    hints=(
+        N_("The prediction at every position is logits.argmax(dim=-1), shape (batch, seq_len)."),
+        N_("Position t answers tokens[:, t - k]: compare predictions[:, k:] with tokens[:, :-k]."),
+        N_("Average the right/wrong booleans over the batch: .float().mean(dim=0)."),
     ),
 )
