@@ -17,6 +17,7 @@ from torch import nn
 
 from course_utils.attention import MultiHeadAttention
 from course_utils.checks import require_instance, require_int_in_range, require_positive_int
+from course_utils.progress import MODELS, counted
 from course_utils.training import fit
 
 # Target for "previous digit" at position 0, which has no previous token; the loss skips it.
@@ -226,9 +227,10 @@ def heads_sweep(
     :func:`two_relation_accuracy`; for one seed every head count sees the same data and
     the same test set.
     """
+    runs = [(num_heads, seed) for seed in seeds for num_heads in head_counts]
     return {
         (num_heads, seed): train_two_relation_model(
             num_heads, d_model=d_model, seq_len=seq_len, steps=steps, seed=seed
         )
-        for seed in seeds for num_heads in head_counts
+        for num_heads, seed in counted(runs, MODELS)
     }

@@ -28,6 +28,7 @@ from course_utils.checks import (
     require_tensor,
 )
 from course_utils.language import N_, Message, _
+from course_utils.progress import MODELS, counted
 from course_utils.training import fit
 
 SCALE_RULES = ("none", "sqrt", "linear")
@@ -305,9 +306,10 @@ def train_lookup(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
 
 def training_comparison(d_ks: Sequence[int], seeds: Sequence[int], steps: int = 200) -> dict:
     """Loss curves for every (d_k, seed, scaled): ``{(d_k, seed, scaled): [loss per step]}``."""
+    runs = [(d_k, seed, scaled) for d_k in d_ks for seed in seeds for scaled in (True, False)]
     return {
         (d_k, seed, scaled): train_lookup(d_k, scaled, steps=steps, seed=seed)
-        for d_k in d_ks for seed in seeds for scaled in (True, False)
+        for d_k, seed, scaled in counted(runs, MODELS)
     }
 
 

@@ -13,6 +13,7 @@ from course_utils.checks import (
     require_positive_int,
     require_positive_number,
 )
+from course_utils.progress import TRAINING_STEPS, Progress
 
 
 def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: int,
@@ -38,22 +39,28 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
                 if lr_at_step is not None else None)
     model.train()
     losses = []
-    for step in range(steps):
-        loss = loss_at_step(step)
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise ValueError("loss_at_step(step) should return a scalar loss tensor, got "
-                             f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
-        if not loss.requires_grad:
-            raise ValueError("loss_at_step(step) returned a loss without a gradient: it must be "
-                             "computed from the model's output, not under torch.no_grad() "
-                             "or after .detach()")
-        optimizer.zero_grad()
-        loss.backward()
-        if max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        if schedule is not None:
-            schedule.step()
-        losses.append(loss.item())
+    with Progress(steps, TRAINING_STEPS) as bar:  # seen while it runs, stored empty
+        for step in range(steps):
+            losses.append(_step(loss_at_step(step), optimizer, schedule, model, max_grad_norm))
+            bar.advance()
     model.eval()
     return losses
+
+
+def _step(loss, optimizer, schedule, model: nn.Module, max_grad_norm: float | None) -> float:
+    """One update from ``loss``; returns its value."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ValueError("loss_at_step(step) should return a scalar loss tensor, got "
+                         f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
+    if not loss.requires_grad:
+        raise ValueError("loss_at_step(step) returned a loss without a gradient: it must be "
+                         "computed from the model's output, not under torch.no_grad() "
+                         "or after .detach()")
+    optimizer.zero_grad()
+    loss.backward()
+    if max_grad_norm is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    if schedule is not None:
+        schedule.step()
+    return loss.item()

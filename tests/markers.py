@@ -19,6 +19,7 @@ FILE_MARKERS = {
     "test_colab.py": "colab",
     "test_site.py": "site",
     "test_audit.py": "kernel",
+    "test_progress_in_notebooks.py": "kernel",
 }
 
 

@@ -87,7 +87,17 @@ def finfo_min_fill(q, k, v, mask=None):
 
 
 def in_place(q, k, v, mask=None):
-    q.mul_(1 / math.sqrt(q.shape[-1]))  # edits the learner's own tensor: allowed
+    scores = q @ k.mT
+    scores.div_(math.sqrt(q.shape[-1]))  # in place on its own tensors only: allowed
+    if mask is not None:
+        scores.masked_fill_(~mask, NEG_INF)
+    weights = scores.softmax(dim=scores.dim() - 1)
+    return weights @ v, weights
+
+
+# -- wrong answers that only a probe of the call itself catches --------------------------
+def scales_callers_q(q, k, v, mask=None):
+    q.mul_(1 / math.sqrt(q.shape[-1]))  # edits the caller's q: a second call differs
     scores = q @ k.mT
     if mask is not None:
         scores.masked_fill_(~mask, NEG_INF)
@@ -138,6 +148,8 @@ MUTATIONS = {
             ("mask ignored", no_mask, "never reaches the scores"),
             ("output only", output_only, "returned one tensor of shape"),
             ("weights transposed before @ v", weights_transposed, "it raised RuntimeError"),
+            ("the caller's q scaled in place", scales_callers_q, "the caller's q had changed"),
+            ("a finite fill of -1e4", attention(fill=-1e4), "filled with a finite"),
         ],
         right=RIGHT,
     ),
@@ -157,8 +169,13 @@ MUTATIONS = {
             ("softmax over dim=2", attention(dim=2), "but with a heads axis"),
             ("scaled by q.shape[2]", attention(scale_of=lambda q: q.shape[2]),
              "divided by sqrt(n_q)"),
+            # float16's own minimum, hard-coded: right in float16 only; in float32 real scores
+            # can fall below it, the same mistake as -1e9 the other way round.
+            ("float16's min -65504 hard-coded", attention(fill=-65504.0),
+             "filled with a finite"),
+            ("the caller's q scaled in place", scales_callers_q, "the caller's q had changed"),
         ],
-        right=[*RIGHT, ("float16's own min, -65504", attention(fill=-65504.0))],
+        right=RIGHT,
     ),
 }
 

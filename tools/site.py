@@ -41,8 +41,17 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.language import ENGLISH
+from course_utils.progress import EMPTY as PROGRESS_DONE
 from tools.colab import colab_url
-from tools.lessons import EDITIONS, ROOT, lesson_heading, lesson_paths, stated_run_time
+from tools.lessons import (
+    EDITIONS,
+    ROOT,
+    edition_text,
+    lesson_heading,
+    lesson_paths,
+    stated_run_time,
+)
 from tools.sync_colab import SETUP_MARKER
 
 SITE_CONFIG = ROOT / "site"
@@ -59,44 +68,46 @@ COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LESSONS = "lessons"
 DOWNLOADS = "notebooks"
-# Where each edition's pages go, and the words of the pages this script writes.
-EDITION_OUTPUT = {"en": OUTPUT, "zh-CN": OUTPUT / "zh-CN"}
-WORDS = {
-    "en": {
-        "readme": "README.md",
-        "widget_note": "An interactive widget is shown here when the notebook runs in "
-                       "JupyterLab or Colab (it needs a Python kernel): use the Colab badge "
-                       "at the top of the page, or download the notebook.",
-        "download": "{{download}}`Download this notebook (.ipynb) </{path}>` to run it on "
-                    "your machine.",
-        "how_to_run": "Each lesson below is shown with the outputs of its last checked run. "
-                      "To run it, open it in Colab with its badge, or download the notebook "
-                      "and run it on your machine (`python3 tools/course.py lab` in a clone "
-                      "of the repository).",
-        "columns": ("lesson", "CPU run time", "run it"),
-        "run_time": "about {} s",
-        "caption": "Lessons",
-    },
-    "zh-CN": {
-        "readme": "README.zh-CN.md",
-        "widget_note": "在 JupyterLab 或 Colab 中运行这个笔记本时，这里会显示一个交互控件"
-                       "（它需要 Python 内核）：请点击页面顶部的 Colab 徽章，或下载笔记本。",
-        "download": "{{download}}`下载这个笔记本（.ipynb） </{path}>`，在自己的电脑上运行。",
-        "how_to_run": "下面每一课都显示最近一次经过检查的运行输出。要运行它，请用徽章在 Colab "
-                      "中打开，或下载笔记本在自己的电脑上运行（在仓库的克隆目录中执行 "
-                      "`python3 tools/course.py lab`）。",
-        "columns": ("课程", "CPU 运行时间", "运行"),
-        "run_time": "约 {} 秒",
-        "caption": "课程",
-    },
-}
+# Where each edition's pages go: English at the top, every other edition in its own folder.
+EDITION_OUTPUT = {edition: OUTPUT if edition == ENGLISH else OUTPUT / edition
+                  for edition in EDITIONS}
+
+
+def readme_of(edition: str) -> Path:
+    """README.md for English, README.<edition>.md for another edition."""
+    return ROOT / ("README.md" if edition == ENGLISH else f"README.{edition}.md")
+
+
+def site_words(edition: str) -> dict[str, str]:
+    """The words of the pages this script writes, in ``edition``'s language (its catalogue)."""
+    return {
+        "widget_note": edition_text(
+            edition, "site",
+            "An interactive widget is shown here when the notebook runs in JupyterLab or "
+            "Colab (it needs a Python kernel): use the Colab badge at the top of the page, "
+            "or download the notebook."),
+        "download": edition_text(
+            edition, "site",
+            "{{download}}`Download this notebook (.ipynb) </{path}>` to run it on your "
+            "machine."),
+        "how_to_run": edition_text(
+            edition, "site",
+            "Each lesson below is shown with the outputs of its last checked run. To run it, "
+            "open it in Colab with its badge, or download the notebook and run it on your "
+            "machine (`python3 tools/course.py lab` in a clone of the repository)."),
+        "lesson": edition_text(edition, "site", "lesson"),
+        "run_time_column": edition_text(edition, "site", "CPU run time"),
+        "run_it": edition_text(edition, "site", "run it"),
+        "run_time": edition_text(edition, "site", "about {seconds} s"),
+        "caption": edition_text(edition, "site", "Lessons"),
+    }
 
 
 def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.NotebookNode:
     """Copy one lesson into the Sphinx ``source``: local badge image, a download link, no
     widget views."""
     notebook = nbformat.read(path, as_version=4)
-    words = WORDS[edition]
+    words = site_words(edition)
     relative = path.relative_to(EDITIONS[edition]).as_posix()
     target = source / LESSONS / relative
     badge_image = "../" * (len(Path(LESSONS, relative).parts) - 1) + "_static/colab-badge.svg"
@@ -110,6 +121,9 @@ def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.
         if cell.cell_type == "code" and SETUP_MARKER.match(cell.source):
             # Colab's install step means nothing to a reader of the page: fold it away.
             cell.metadata.setdefault("tags", []).append("hide-input")
+        if cell.cell_type == "code":  # a finished progress display is empty: not drawn
+            cell.outputs = [output for output in cell.outputs
+                            if output.get("data") != PROGRESS_DONE]
         for output in cell.get("outputs", []):
             if WIDGET_MIME in output.get("data", {}):
                 output["data"] = {"text/html": widget_note, "text/plain": "(widget)"}
@@ -126,8 +140,8 @@ def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.
 
 def index_page(rows: list[str], edition: str = "en") -> str:
     """The landing page: the README's title and introduction, then the lesson table."""
-    words = WORDS[edition]
-    readme = (ROOT / words["readme"]).read_text()
+    words = site_words(edition)
+    readme = readme_of(edition).read_text()
     title, intro = readme.split("\n## ", 1)[0].split("\n", 1)
     # The README's own language links point at files, not pages: the sidebar has the switch.
     intro = "\n".join(line for line in intro.strip().splitlines()
@@ -136,7 +150,7 @@ def index_page(rows: list[str], edition: str = "en") -> str:
     intro = re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]+\)", r"\1", intro)
     table = "\n".join(rows)
     toctree = "\n".join(f"{LESSONS}/{name}" for name in _lesson_names(edition))
-    lesson, run_time, run_it = words["columns"]
+    lesson, run_time, run_it = words["lesson"], words["run_time_column"], words["run_it"]
     return f"""{title}
 
 {intro}
@@ -207,7 +221,7 @@ def prepare_source(edition: str = "en") -> Path:
     source = SOURCE / edition
     shutil.rmtree(source, ignore_errors=True)
     shutil.copytree(SITE_CONFIG, source)
-    rows = []
+    rows, run_time_words = [], site_words(edition)["run_time"]
     for path, name in zip(lesson_paths(edition), _lesson_names(edition), strict=True):
         notebook = prepare_notebook(path, source, edition)
         number, title = lesson_heading(notebook)
@@ -216,7 +230,7 @@ def prepare_source(edition: str = "en") -> Path:
         rows += [
             f"* - {number}",
             f"  - [{title}]({LESSONS}/{name}.ipynb)",
-            f"  - {WORDS[edition]['run_time'].format(run_time)}" if run_time else "  - ",
+            f"  - {run_time_words.format(seconds=run_time)}" if run_time else "  - ",
             f"  - [![Open In Colab](_static/colab-badge.svg)]({colab_url(relative)})",
         ]
     (source / "index.md").write_text(index_page(rows, edition))
