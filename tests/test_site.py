@@ -222,7 +222,9 @@ def test_landing_page_lists_every_lesson_in_order_with_badge_and_link(browser, s
         assert row["colab"].startswith("https://colab.research.google.com/github/")
         assert row["colab"].endswith(path.relative_to(ROOT).as_posix())
         assert urlparse(row["badge"]).hostname == "127.0.0.1"
-    assert [h.removesuffix(".html") for h in sidebar] == [f"{site.LESSONS}/{n}" for n in names]
+    # The sidebar: the lessons in order, then the claims audit's page.
+    assert [h.removesuffix(".html") for h in sidebar] == [
+        *(f"{site.LESSONS}/{n}" for n in names), site.CLAIMS_PAGE]
 
 
 @pytest.mark.parametrize("edition", EDITIONS)
