@@ -59,10 +59,10 @@ NODE_MODULES_STAMP = ROOT / "node_modules" / ".package-lock.json"
 SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
 # The suite runs as two pytest processes, one per core (``--lane``, tests/notebook_plugin.py);
 # lessons use one torch thread, so each lane keeps about one core busy. Lane 2 runs the
-# Colab-alone runs of both editions (tests/test_colab.py: Colab's versions, each notebook
-# alone, and the seed and re-run pass); lane 1 runs everything else, nbval of every
-# edition included (the English one under this CPU's own kernels,
-# judging each lesson's stated run time, the others under ATen's portable kernels).
+# Colab-alone runs (tests/test_colab.py: Colab's versions, each notebook alone, and the seed
+# and re-run pass) and nbval of the other editions (under ATen's portable kernels); lane 1
+# runs everything else, nbval of the English edition included (under this CPU's own
+# kernels, judging each lesson's stated run time).
 # Each lane lists its slowest tests, so the log shows where CI's time goes.
 SLOWEST = ["--durations=12"]
 # The lanes validate the notebooks in nbval's strict mode (pyproject's addopts no longer
@@ -211,7 +211,7 @@ def main(argv: list[str]) -> int:
                                    *SLOWEST]).returncode
             second.wait()
         print("+ lane 2, run beside lane 1: the Colab-alone runs (also the seed and re-run "
-              "pass)", flush=True)
+              "pass) and the other editions' nbval runs", flush=True)
         print(SECOND_LANE_LOG.read_text(), flush=True)
         return suite or second.returncode
     if command == "compat":
