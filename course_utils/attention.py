@@ -17,12 +17,17 @@ from course_utils.checks import (
     require_bool,
     require_bool_mask,
     require_divisible,
+    require_instance,
+    require_kv_heads,
     require_matches_module,
     require_positive_int,
+    require_positive_number,
     require_same_device,
     require_same_dtype,
     require_tensor,
 )
+from course_utils.kv_cache import KVCache
+from course_utils.positions import apply_rope
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
@@ -155,25 +160,50 @@ def merge_heads(x):
 class MultiHeadAttention(nn.Module):
     """``num_heads`` attention heads of width ``d_k = d_model / num_heads``, run side by side.
 
-    Project with ``w_q, w_k, w_v`` (each ``d_model -> d_model``), split into heads, attend in
-    every head with :func:`scaled_dot_product_attention`, concatenate, project with ``w_o``.
+    Project with ``w_q, w_k, w_v``, split into heads, attend in every head with
+    :func:`scaled_dot_product_attention`, concatenate, project with ``w_o`` (``d_model ->
+    d_model``).
 
-    ``forward(query, key=None, value=None, mask=None)`` takes query ``(batch, n_q, d_model)``
-    and key/value ``(batch, n_k, d_model)``; ``key`` defaults to ``query`` (self-attention)
-    and ``value`` to ``key``. ``mask`` is bool, True = may attend, broadcastable to
-    ``(batch, heads, n_q, n_k)``. Returns output ``(batch, n_q, d_model)`` and the per-head
-    weights ``(batch, heads, n_q, n_k)``.
+    ``forward(query, key=None, value=None, mask=None, cache=None, layer=0)`` takes query
+    ``(batch, n_q, d_model)`` and key/value ``(batch, n_k, d_model)``; ``key`` defaults to
+    ``query`` (self-attention) and ``value`` to ``key``. ``mask`` is bool, True = may attend,
+    broadcastable to ``(batch, heads, n_q, n_k)``. Returns output ``(batch, n_q, d_model)`` and
+    the per-head weights ``(batch, heads, n_q, n_k)``.
+
+    What a decoder that generates needs, all off by default:
+
+    - ``num_kv_heads``: grouped-query attention. ``w_k`` and ``w_v`` make only
+      ``num_kv_heads`` heads (``d_model -> num_kv_heads * d_k``); query head ``h`` reads
+      key/value head ``h // (num_heads / num_kv_heads)``. ``None`` (or ``num_heads``) is plain
+      multi-head attention, ``1`` is multi-query attention.
+    - ``rope_base``: rotate every query and key head by its position with
+      :func:`course_utils.positions.apply_rope` (``None``: no rotation; the positions then
+      come from elsewhere, e.g. learned vectors added to the tokens).
+    - ``cache``: a :class:`course_utils.kv_cache.KVCache`. The query tokens are then the next
+      positions after what the cache holds for ``layer``: query ``i`` of ``n_q`` sits at
+      position ``past + i``, its key and value (rotated first, with RoPE) are appended, and
+      the queries attend to all ``n_k = past + n_q`` cached keys, so ``mask`` is ``(n_q,
+      past + n_q)``, e.g. ``causal_mask(n_q, past + n_q)``. Self-attention only.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True,
+                 num_kv_heads: int | None = None, rope_base: float | None = None):
         super().__init__()
         self.d_k = require_divisible(d_model, num_heads)
         require_bool("bias", bias)
+        num_kv_heads = require_kv_heads(num_heads, num_kv_heads)
+        if rope_base is not None:
+            require_positive_number("rope_base", rope_base)
+            if self.d_k % 2:
+                raise ValueError(f"rope_base needs an even d_k (RoPE turns pairs of dims), "
+                                 f"got d_k = d_model / num_heads = {self.d_k}")
         self.d_model = d_model
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.rope_base = rope_base
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, num_kv_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(d_model, num_kv_heads * self.d_k, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
     def _require_input(self, name: str, x, notation: str) -> torch.Tensor:
@@ -185,7 +215,13 @@ class MultiHeadAttention(nn.Module):
             )
         return require_matches_module(name, x, self)
 
-    def forward(self, query, key=None, value=None, mask=None):
+    def forward(self, query, key=None, value=None, mask=None, cache=None, layer: int = 0):
+        self_attention = key is None and value is None
+        if not self_attention and (cache is not None or self.rope_base is not None):
+            raise ValueError(
+                "key and value should be None (self-attention) with a cache or with "
+                "rope_base: both give the keys the positions of the queries"
+            )
         key = query if key is None else key
         value = key if value is None else value
         query = self._require_input("query", query, "(batch, n_q, d_model)")
@@ -201,16 +237,32 @@ class MultiHeadAttention(nn.Module):
                 f"key is (batch, n_k, d_model) with n_k={key.shape[1]} but value has "
                 f"n_k={value.shape[1]}: every key needs exactly one value"
             )
+        past = 0
+        if cache is not None:
+            require_instance("cache", cache, KVCache, "a course_utils.kv_cache.KVCache")
+            past = cache.layer_seq_len(layer)
         if mask is not None:
             require_same_device(query=query, mask=mask)
             scores_shape = torch.Size(
-                (query.shape[0], self.num_heads, query.shape[1], key.shape[1])
+                (query.shape[0], self.num_heads, query.shape[1], past + key.shape[1])
             )
             require_bool_mask(mask, scores_shape, "(batch, heads, n_q, n_k)")
 
         q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, n_q, d_k)
-        k = split_heads(self.w_k(key), self.num_heads)  # (batch, heads, n_k, d_k)
-        v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, n_k, d_k)
+        k = split_heads(self.w_k(key), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
+        v = split_heads(self.w_v(value), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
+        if self.rope_base is not None:
+            positions = torch.arange(past, past + query.shape[1], device=query.device)
+            q = apply_rope(q, positions, self.rope_base)
+            k = apply_rope(k, positions, self.rope_base)
+        if cache is not None:
+            # The cache keeps the rotated keys: a key's position never changes later.
+            k, v = cache.append(layer, k, v)  # (batch, kv_heads, past + n_q, d_k)
+        if self.num_kv_heads != self.num_heads:
+            # Each key/value head serves `group` neighbouring query heads.
+            group = self.num_heads // self.num_kv_heads
+            k = k.repeat_interleave(group, dim=1)  # (batch, heads, n_k, d_k)
+            v = v.repeat_interleave(group, dim=1)
         heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         # heads (batch, heads, n_q, d_k), weights (batch, heads, n_q, n_k)
         return self.w_o(merge_heads(heads)), weights  # (batch, n_q, d_model)

@@ -212,6 +212,22 @@ def require_divisible(d_model, num_heads, num_heads_name: str = "num_heads") -> 
     return d_model // num_heads
 
 
+def require_kv_heads(num_heads: int, num_kv_heads) -> int:
+    """``num_kv_heads`` (``None``: ``num_heads``) if it splits the query heads into equal groups.
+
+    Grouped-query attention shares each key/value head among ``num_heads / num_kv_heads``
+    query heads, so ``num_kv_heads`` must be a positive int that divides ``num_heads``.
+    """
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    require_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}: each "
+            "key/value head serves the same number of query heads"
+        )
+    return num_kv_heads
+
+
 def require_int_tensor(name: str, value, notation: str, what: str = "integers") -> torch.Tensor:
     """Return ``value`` if it is an integer tensor with exactly the dims ``notation`` names.
 

@@ -39,6 +39,7 @@ from course_utils.checks import (
     require_callable,
     require_divisible,
     require_float_dtype,
+    require_kv_heads,
     require_positive_int,
     require_same_device,
     require_tensor,
@@ -127,13 +128,7 @@ def kv_cache_bytes(seq_len: int, d_model: int, num_heads: int, *, batch_size: in
     """
     d_k = _require_layer(seq_len, d_model, num_heads, batch_size)
     require_positive_int("num_layers", num_layers)
-    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-    require_positive_int("num_kv_heads", num_kv_heads)
-    if num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}: each "
-            "key/value head serves the same number of query heads"
-        )
+    num_kv_heads = require_kv_heads(num_heads, num_kv_heads)
     return (2 * batch_size * num_layers * num_kv_heads * seq_len * d_k
             * _bytes_per_number(dtype))
 

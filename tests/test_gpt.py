@@ -1,0 +1,144 @@
+"""course_utils.gpt.GPT against the same model written with torch's own modules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils import notebook
+from course_utils.gpt import GPT
+from course_utils.kv_cache import KVCache
+from course_utils.transformer import EncoderBlock
+
+VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, D_FF = 11, 16, 12, 3, 2, 20
+ATOL = 1e-5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small models run far faster on one thread on a busy machine (and lessons use one)."""
+    with notebook.one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A GPT and torch's layers holding the same (random, non-default) weights."""
+    torch.manual_seed(0)
+    layers = [nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, activation="gelu",
+                                         batch_first=True, norm_first=True).eval()
+              for _ in range(LAYERS)]
+    model = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, d_ff=D_FF).eval()
+    with torch.no_grad():
+        for layer in layers:  # torch starts biases at 0 and LayerNorms at 1: make them matter
+            for name, parameter in layer.named_parameters():
+                if "bias" in name or "norm" in name:
+                    parameter.normal_()
+        for parameter in model.final_norm.parameters():
+            parameter.normal_()
+    model.blocks = nn.ModuleList(EncoderBlock.from_torch(layer) for layer in layers)
+    return model, layers
+
+
+def _torch_gpt(model, layers, tokens):
+    """Logits and every layer's per-head weights, computed by torch's modules."""
+    embedding = nn.Embedding.from_pretrained(model.token_embedding.weight)
+    positions = nn.Embedding.from_pretrained(model.position_embedding.weight)
+    seq_len = tokens.shape[1]
+    x = embedding(tokens) + positions(torch.arange(seq_len))
+    blocked = nn.Transformer.generate_square_subsequent_mask(seq_len)  # -inf above diagonal
+    all_weights = []
+    for layer in layers:
+        h = layer.norm1(x)
+        _, weights = layer.self_attn(h, h, h, attn_mask=blocked, average_attn_weights=False)
+        all_weights.append(weights)
+        x = layer(x, src_mask=blocked, is_causal=True)
+    x = F.layer_norm(x, (D_MODEL,), model.final_norm.weight, model.final_norm.bias)
+    return F.linear(x, embedding.weight), torch.stack(all_weights, dim=1)
+
+
+def test_gpt_matches_torch_modules(pair):
+    model, layers = pair
+    tokens = torch.randint(0, VOCAB, (3, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits, weights = model(tokens, return_weights=True)
+        expected, expected_weights = _torch_gpt(model, layers, tokens)
+        assert torch.equal(model(tokens), logits)
+    assert logits.shape == (3, 9, VOCAB)
+    assert weights.shape == (3, LAYERS, HEADS, 9, 9)
+    torch.testing.assert_close(logits, expected, atol=ATOL, rtol=0)
+    torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=0)
+
+
+def test_the_readout_is_the_token_embedding():
+    model = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, 1)
+    names = [name for name, _ in model.named_parameters()]
+    assert not any("readout" in name or "lm_head" in name for name in names)
+    model(torch.tensor([[1, 2, 3]])).sum().backward()
+    assert model.token_embedding.weight.grad[5].abs().sum() > 0, (
+        "token 5 is not in the input: only the tied readout gives it a gradient")
+
+
+def test_a_position_sees_only_the_past(pair):
+    model, _ = pair
+    tokens = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(2))
+    changed = tokens.clone()
+    changed[:, 5:] = (changed[:, 5:] + 1) % VOCAB
+    with torch.no_grad():
+        torch.testing.assert_close(model(changed)[:, :5], model(tokens)[:, :5], atol=0, rtol=0)
+
+
+def test_cached_passes_equal_one_pass(pair):
+    model, _ = pair
+    tokens = torch.randint(0, VOCAB, (2, MAX_LEN), generator=torch.Generator().manual_seed(3))
+    cache = KVCache()
+    with torch.no_grad():
+        whole, whole_weights = model(tokens, return_weights=True)
+        first = model(tokens[:, :10], cache=cache)
+        rest, rest_weights = model(tokens[:, 10:], cache=cache, return_weights=True)
+    assert cache.seq_len == MAX_LEN and cache.num_layers == LAYERS
+    torch.testing.assert_close(torch.cat((first, rest), dim=1), whole, atol=ATOL, rtol=0)
+    torch.testing.assert_close(rest_weights, whole_weights[:, :, :, 10:], atol=ATOL, rtol=0)
+
+
+def test_the_starting_logits_are_small():
+    model = GPT(65, 32, 64, 4, 2)
+    logits = model(torch.randint(0, 65, (4, 32), generator=torch.Generator().manual_seed(0)))
+    assert logits.abs().max() < 2, "near-uniform predictions at step 0 (loss ~ log vocab_size)"
+
+
+_MODEL = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, 1)
+_FULL = KVCache()
+_MODEL(torch.zeros(1, MAX_LEN, dtype=torch.long), cache=_FULL)
+
+BAD_INPUTS = [
+    pytest.param(GPT, (0, MAX_LEN, D_MODEL, HEADS, 1), {}, ValueError,
+                 ("vocab_size", "positive int", "0"), id="GPT: vocab_size 0"),
+    pytest.param(GPT, (VOCAB, 16.0, D_MODEL, HEADS, 1), {}, TypeError,
+                 ("max_len", "positive int", "float"), id="GPT: float max_len"),
+    pytest.param(GPT, (VOCAB, MAX_LEN, D_MODEL, 5, 1), {}, ValueError,
+                 ("d_model=12", "num_heads=5"), id="GPT: heads do not divide d_model"),
+    pytest.param(GPT, (VOCAB, MAX_LEN, D_MODEL, HEADS, 0), {}, ValueError,
+                 ("num_layers", "positive int", "0"), id="GPT: no layers"),
+    pytest.param(GPT, (VOCAB, MAX_LEN, D_MODEL, HEADS, 1), {"d_ff": -1}, ValueError,
+                 ("d_ff", "positive int", "-1"), id="GPT: negative d_ff"),
+    pytest.param(_MODEL, (torch.tensor([[0, VOCAB]]),), {}, ValueError,
+                 ("tokens", f"0..{VOCAB - 1}", str(VOCAB)), id="GPT: id past the vocabulary"),
+    pytest.param(_MODEL, (torch.zeros(1, 3),), {}, TypeError,
+                 ("tokens", "integer", "torch.float32"), id="GPT: float tokens"),
+    pytest.param(_MODEL, (torch.zeros(3, dtype=torch.long),), {}, ValueError,
+                 ("tokens", "(batch, n_new)", "(3,)"), id="GPT: 1-D tokens"),
+    pytest.param(_MODEL, (torch.zeros(1, 0, dtype=torch.long),), {}, ValueError,
+                 ("tokens", "at least one token", "(1, 0)"), id="GPT: no tokens"),
+    pytest.param(_MODEL, (torch.zeros(1, MAX_LEN + 1, dtype=torch.long),), {}, ValueError,
+                 ("max_len=16", "position 16", "crop"), id="GPT: longer than max_len"),
+    pytest.param(_MODEL, (torch.zeros(1, 1, dtype=torch.long),), {"cache": _FULL}, ValueError,
+                 ("16 cached positions", "max_len=16"), id="GPT: a full cache"),
+    pytest.param(_MODEL, (torch.zeros(1, 1, dtype=torch.long),), {"cache": []}, TypeError,
+                 ("cache", "KVCache", "list"), id="GPT: a list as cache"),
+    pytest.param(_MODEL, (torch.zeros(1, 1, dtype=torch.long),), {"return_weights": 1},
+                 TypeError, ("return_weights", "True or False", "1"),
+                 id="GPT: return_weights=1"),
+]
