@@ -87,7 +87,7 @@ def open_gguf(path=None):
     return _checked_reader(path, stat.st_size, stat.st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)
 def _checked_reader(path: Path, size: int, mtime_ns: int):
     """Keyed by size and modification time too, so a replaced file is read afresh."""
     verify_sha256(path, MODEL_SHA256, PIP_NAME)
@@ -211,9 +211,10 @@ def load_tensors(path=None) -> dict[str, torch.Tensor]:
     tensors = {}
     for tensor in reader.tensors:
         name = _transformers_name(tensor.name)
-        # np.array copies: an unquantised tensor would otherwise be a read-only view of the file.
-        weight = torch.from_numpy(np.array(dequantize(tensor.data, tensor.tensor_type),
-                                           dtype=np.float32))
+        # An unquantised (F32) tensor comes back as a read-only view of the mapped file: copied
+        # then, and only then (a dequantised one is already a new array).
+        weight = torch.from_numpy(np.require(dequantize(tensor.data, tensor.tensor_type),
+                                             np.float32, ["C", "W"]))
         if name.endswith("self_attn.q_proj.weight"):
             weight = unpermute_rope_rows(weight, config.num_heads)
         elif name.endswith("self_attn.k_proj.weight"):

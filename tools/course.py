@@ -222,7 +222,7 @@ def main(argv: list[str]) -> int:
             return 0
         # constraints-ci.txt pins versions that need Python 3.11; take the newest that fit.
         env = ensure_env(COMPAT_VENV, ["requirements.txt", "requirements-dev.txt"], None,
-                         editable=True, python=python)
+                         editable=True, python=python, no_deps=NO_DEPS_PACKAGES)
         unit_tests = ["tests", "--ignore=tests/test_browser.py", "--ignore=tests/test_colab.py"]
         return subprocess.run([_bin(env, "python"), "-m", "pytest", *unit_tests]).returncode
     if command == "execute":
