@@ -4,9 +4,9 @@ A GGUF file carries no ``tokenizer.json``: it stores the vocabulary (``tokenizer
 49,152 pieces spelled in GPT-2's byte alphabet, where ``Ġ`` is a space), the merges
 (``tokenizer.ggml.merges``, best first), which tokens are control tokens
 (``tokenizer.ggml.token_type`` 3: ``<|im_start|>``, ``<|im_end|>`` ...) and the chat template
-(``tokenizer.chat_template``, Jinja). :class:`Tokenizer` builds the byte-level BPE from them
-with the ``tokenizers`` library, so any text, Chinese and emoji included, becomes tokens
-(its UTF-8 bytes at worst) and ``decode(encode(text)) == text``.
+(``tokenizer.chat_template``, Jinja). :class:`SmolLM2Tokenizer` builds the byte-level BPE
+from them with the ``tokenizers`` library, so any text, Chinese and emoji included, becomes
+tokens (its UTF-8 bytes at worst) and ``decode(encode(text)) == text``.
 
 The file's pre-tokenizer is llama.cpp's ``smollm``: every digit is cut off alone, then GPT-2's
 split (words with their leading space, numbers, punctuation runs, spaces). The vocabulary has
@@ -29,7 +29,7 @@ from course_utils.smollm2 import _field, open_gguf
 _CONTROL = 3
 
 
-class Tokenizer:
+class SmolLM2Tokenizer:
     """Text <-> token ids for SmolLM2, from the GGUF file at ``path`` (default: the model's).
 
     ``encode(text)`` gives the ids with no special token added (the chat template writes

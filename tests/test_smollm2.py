@@ -28,7 +28,7 @@ from course_utils.smollm2 import (
     read_config,
     unpermute_rope_rows,
 )
-from course_utils.smollm2_tokenizer import Tokenizer
+from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -87,7 +87,7 @@ def config():
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    return Tokenizer()
+    return SmolLM2Tokenizer()
 
 
 def test_the_file_has_its_recorded_sha256():
@@ -282,8 +282,8 @@ BAD_INPUTS = [
                  ("num_heads", "positive int", "got 0"), id="unpermute_rope_rows: no heads"),
     pytest.param(unpermute_rope_rows, ([[1.0]], 1), {}, TypeError,
                  ("weight", "torch.Tensor", "list"), id="unpermute_rope_rows: a list"),
-    pytest.param(Tokenizer, ("/nonexistent.gguf",), {}, FileNotFoundError,
-                 ("/nonexistent.gguf",), id="Tokenizer: no file"),
-    pytest.param(Tokenizer, (b"model.gguf",), {}, TypeError,
-                 ("path", "str or os.PathLike", "bytes"), id="Tokenizer: bytes"),
+    pytest.param(SmolLM2Tokenizer, ("/nonexistent.gguf",), {}, FileNotFoundError,
+                 ("/nonexistent.gguf",), id="SmolLM2Tokenizer: no file"),
+    pytest.param(SmolLM2Tokenizer, (b"model.gguf",), {}, TypeError,
+                 ("path", "str or os.PathLike", "bytes"), id="SmolLM2Tokenizer: bytes"),
 ]
