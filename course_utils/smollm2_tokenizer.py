@@ -11,8 +11,9 @@ tokens (its UTF-8 bytes at worst) and ``decode(encode(text)) == text``.
 The file's pre-tokenizer is llama.cpp's ``smollm``: every digit is cut off alone, then GPT-2's
 split (words with their leading space, numbers, punctuation runs, spaces). The vocabulary has
 no piece with a digit in a longer string, so digits are single tokens either way; the one
-place the digit cut shows is two or more spaces before a digit (``"a  1"``: ``a``, ``ĠĠ``,
-``1``), which transformers' GGUF loader, lacking it, splits as ``a``, ``Ġ``, ``Ġ``, ``1``.
+place the digit cut shows is a run of two or more spaces or newlines before a digit
+(``"a  1"``: ``a``, ``ĠĠ``, ``1``), which transformers' GGUF loader, lacking it, splits as
+``a``, ``Ġ``, ``Ġ``, ``1``.
 """
 
 from __future__ import annotations

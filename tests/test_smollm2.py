@@ -9,6 +9,8 @@ course's tensors. Without the model package the fixtures fail with the install h
 from __future__ import annotations
 
 import functools
+import re
+from pathlib import Path
 
 import gguf
 import pytest
@@ -30,6 +32,7 @@ from course_utils.smollm2 import (
 )
 from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
 
+ROOT = Path(__file__).resolve().parent.parent
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "def mean(xs):\n    total = 0\n    for x in xs:\n\ttotal += x\n    return total / len(xs)\n",
@@ -159,11 +162,22 @@ def test_tokenizer_equals_transformers(tokenizer, reference_tokenizer, text):
     assert tokenizer.decode(ids) == reference_tokenizer.decode(ids) == text
 
 
+@pytest.mark.parametrize("name", ["README.zh-CN.md", "GLOSSARY.md", "course_utils/attention.py"])
+def test_tokenizer_equals_transformers_on_long_texts(tokenizer, reference_tokenizer, name):
+    # Whitespace before a digit made one space: where the two differ (next test).
+    text = re.sub(r"\s+(?=\d)", " ", (ROOT / name).read_text(encoding="utf-8"))
+    ids = tokenizer.encode(text)
+    assert ids == reference_tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(ids) == text
+
+
 def test_tokenizer_cuts_digits_as_the_files_pre_tokenizer_says(tokenizer, reference_tokenizer):
     # llama.cpp's "smollm" pre-tokenizer cuts each digit off first; transformers' GGUF loader
-    # does not, which shows only where two or more spaces come before a digit.
+    # does not, which shows only where two or more spaces or newlines come before a digit.
     assert tokenizer.tokens("a  1") == ["a", "ĠĠ", "1"]
     assert reference_tokenizer.tokenize("a  1") == ["a", "Ġ", "Ġ", "1"]
+    assert tokenizer.tokens("a\n\n1") == ["a", "ĊĊ", "1"]
+    assert reference_tokenizer.tokenize("a\n\n1") == ["a", "Ċ", "Ċ", "1"]
     assert tokenizer.decode(tokenizer.encode("x   12")) == "x   12"
 
 
