@@ -6,19 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils import notebook
 from course_utils.generation import generate, next_token
 from course_utils.gpt import GPT
 from course_utils.kv_cache import KVCache
 
 VOCAB, MAX_LEN = 13, 24
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models run far faster on one thread on a busy machine (and lessons use one)."""
-    with notebook.one_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils import notebook
 from course_utils.gpt import GPT
 from course_utils.kv_cache import KVCache
 from course_utils.transformer import EncoderBlock
 
 VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, D_FF = 11, 16, 12, 3, 2, 20
 ATOL = 1e-5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models run far faster on one thread on a busy machine (and lessons use one)."""
-    with notebook.one_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

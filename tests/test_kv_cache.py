@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils import notebook
 from course_utils.attention import MultiHeadAttention
 from course_utils.checks import require_kv_heads
 from course_utils.cost import kv_cache_bytes
@@ -20,13 +19,6 @@ from course_utils.positions import apply_rope
 ATOL = 1e-5
 D_MODEL, NUM_HEADS, NUM_KV_HEADS = 24, 6, 2  # d_k = 4, three query heads per key/value head
 BATCH, PAST, N_NEW = 3, 5, 3  # n_q = 3 new queries read n_k = 8 keys
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models run far faster on one thread on a busy machine (and lessons use one)."""
-    with notebook.one_thread():
-        yield
 
 
 def _attention(num_kv_heads=NUM_KV_HEADS, rope_base=100000.0, bias=True, seed=0):
