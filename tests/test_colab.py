@@ -6,10 +6,13 @@ the font package zhplot) through its own setup cell.
 That run is also the suite's robustness pass, so no lesson runs a third time for it: a
 learner's run is not the stored one, so each lesson runs under another ``setup(seed=...)``
 (its trained models are other ones: every seed of a lesson derives from the setup seed) and,
-in the English edition, with every code cell run twice in a row, as a learner re-running a
-cell does. Any error fails; outputs are not compared (nbval does that for the stored run).
+in the English edition, with each code cell run twice in a row, as a learner re-running a
+cell does, except the few cells that take longer than ``tools.execute.RERUN_LIMIT_S`` (the
+training runs: run twice, they made this pass the suite's longest; which cells ran once is
+printed). Any error fails; outputs are not compared (nbval does that for the stored run).
 The Chinese twins run the same code token for token (tests/test_editions.py), so one edition
-re-running every cell covers both; the Chinese run adds a second seed.
+re-running its cells covers both; the Chinese run adds a second seed. The claims audit
+(tools/audit.py) runs every lesson under ten more seeds.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pytest
 
 import course_utils
 from tools.colab import SOURCE_VARIABLE, badge, colab_url, extra_packages, setup_cell_source
-from tools.execute import run_cells, with_seed
+from tools.execute import RERUN_LIMIT_S, run_cells, with_seed
 from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, read
 from tools.sync_colab import READMES, lesson_table
 
@@ -152,7 +155,10 @@ def test_notebook_runs_alone_in_the_colab_mirror(path, colab_kernel, tmp_path, m
            if key not in ("PYTHONPATH", "VIRTUAL_ENV", "ATEN_CPU_CAPABILITY")}
     env[SOURCE_VARIABLE] = colab_kernel[SOURCE_VARIABLE]
     seed, repeats = COLAB_RUNS.get(edition_of(path), OTHER_EDITIONS_RUN)
-    run_cells(alone, kernel_name="colab-mirror", env=env, seed=seed, repeats=repeats)
+    run_once = run_cells(alone, kernel_name="colab-mirror", env=env, seed=seed, repeats=repeats)
+    if repeats > 1:
+        print(f"{path.name}: cells run once (longer than {RERUN_LIMIT_S} s): "
+              + ", ".join(f"{index + 1} ({seconds:.0f} s)" for index, seconds in run_once))
 
 
 def test_the_colab_runs_use_other_seeds_than_the_stored_one_and_one_reruns_each_cell():
