@@ -586,3 +586,35 @@ def test_a_statistic_across_positions_is_not_told_to_fill_with_minus_inf():
     # The textbook leak keeps its own advice.
     leak = d.diagnose(next(b for b in BUGS if b.title == "mask applied after the softmax").build())
     assert "Block the future scores with -inf" in leak[d.CAUSAL_LEAK].message
+
+
+class _NoWidth(nn.Module):
+    def forward(self, x, mask=None):
+        return x, x
+
+
+BAD_INPUTS = [
+    pytest.param(d.diagnose, (MultiHeadAttention,), {}, TypeError,
+                 ("needs an instance", "MultiHeadAttention"), id="diagnose: a class"),
+    pytest.param(d.diagnose, ("attention",), {}, TypeError,
+                 ("attention function", "got str"), id="diagnose: not callable"),
+    pytest.param(d.diagnose, (scaled_dot_product_attention,), {"d_model": 8}, ValueError,
+                 ("d_model", "only for modules"), id="diagnose: d_model with a function"),
+    pytest.param(d.diagnose, (_NoWidth(),), {}, ValueError,
+                 ("d_model", "diagnose(module, d_model=...)"), id="diagnose: no d_model"),
+    pytest.param(d.diagnose, (_NoWidth(),), {"d_model": 0}, ValueError,
+                 ("d_model", "positive", "0"), id="diagnose: d_model 0"),
+    pytest.param(d.diagnose, (scaled_dot_product_attention,), {"seed": 1.5}, TypeError,
+                 ("seed", "1.5"), id="diagnose: float seed"),
+    pytest.param(d.score_asymmetry, ([[0.5, 0.5], [0.5, 0.5]],), {}, TypeError,
+                 ("weights", "torch.Tensor", "list"), id="score_asymmetry: a list"),
+    pytest.param(d.score_asymmetry, (torch.full((2, 3), 1 / 3),), {}, ValueError,
+                 ("square", "(2, 3)"), id="score_asymmetry: not square"),
+    pytest.param(display_width, (3,), {}, TypeError, ("text", "str", "int"),
+                 id="display_width: an int"),
+    pytest.param(fill, (["a"], "head: "), {}, TypeError, ("message", "str", "list"),
+                 id="fill: a list"),
+    pytest.param(fill, ("a", None), {}, TypeError, ("head", "str", "None"), id="fill: no head"),
+    pytest.param(fill, ("a", "head: "), {"width": 0}, ValueError, ("width", "positive", "0"),
+                 id="fill: width 0"),
+]

@@ -12,6 +12,8 @@ import re
 import textwrap
 import unicodedata
 
+from course_utils.checks import require_instance, require_positive_int
+
 _WIDE = r"\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
 # A space, one wide character, or a run of anything else (a word, a number, a formula).
 _WRAP_TOKEN = re.compile(rf"\s+|[{_WIDE}]|[^\s{_WIDE}]+")
@@ -22,6 +24,7 @@ _NO_LINE_START = set("\uff0c\u3002\uff1a\uff1b\u3001\uff09\uff01\uff1f\u201d")
 
 def display_width(text: str) -> int:
     """Columns ``text`` takes in a monospaced font: 2 per wide or full-width character."""
+    require_instance("text", text, str, "a str")
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
@@ -31,6 +34,9 @@ def fill(message: str, head: str, width: int = 100) -> str:
     ``textwrap.fill`` for text without wide characters; otherwise lines broken by display
     width, at any wide character (closing punctuation may overhang by one character).
     """
+    require_instance("message", message, str, "a str")
+    require_instance("head", head, str, "a str")
+    require_positive_int("width", width)
     indent = " " * len(head)
     if all(display_width(character) == 1 for character in message):
         return textwrap.fill(message, width=width, initial_indent=head, subsequent_indent=indent)
