@@ -269,7 +269,7 @@ def load_smollm2(path=None) -> tuple[Llama, SmolLM2Tokenizer]:
     device (shapes, no memory, no random initialisation) and handed them.
     """
     # Imported here: the tokenizer's module reads the file through this one.
-    from course_utils.smollm2_tokenizer import SmolLM2Tokenizer  # noqa: F811
+    from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
 
     config = read_config(path)
     if not config.tied_embeddings:

@@ -257,6 +257,7 @@ def test_load_smollm2_hands_over_the_tensors(loaded, tensors, config):
     assert sorted(p.data_ptr() for p in parameters) == sorted(t.data_ptr()
                                                               for t in tensors.values())
     assert all(p.dtype == torch.float32 and not p.requires_grad for p in parameters)
+    assert not model(torch.tensor([[1, 2]])).requires_grad, "no graph even without no_grad"
     assert not model.training
     assert model.max_len == config.context_length
     assert (model.num_layers, model.vocab_size) == (config.num_layers, config.vocab_size)
