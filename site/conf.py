@@ -41,6 +41,9 @@ html_theme = "furo"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
+# The edition's own CJK font, when tools/site_font.py wrote its style sheet into this source.
+if os.path.exists(os.path.join(os.path.dirname(__file__), "_static", "edition-font.css")):
+    html_css_files.append("edition-font.css")
 # Our own icon: without one the browser asks the server for /favicon.ico.
 html_favicon = "_static/favicon.svg"
 html_show_sourcelink = False

@@ -8,7 +8,8 @@ has the longer version): myst-nb renders stored outputs of every MIME type we pr
 (PNG figures, streams, and the explorer's self-contained text/html with its inline
 script, which must reach the page unchanged), turns the lessons' ``$...$`` into math,
 and gives Sphinx's offline full-text search, page order and prev/next links for free;
-Furo uses the system's fonts, so no web font is ever requested. Jupyter Book 2 moved
+Furo uses the system's fonts; only an edition whose script a machine may lack (Chinese)
+carries its own, subset to its pages (tools/site_font.py). Jupyter Book 2 moved
 to a Node-based engine (mystmd) that loads its theme at build time from the network;
 nbconvert alone has no navigation or search.
 
@@ -54,6 +55,7 @@ from tools.lessons import (
     readme_path,
     stated_run_time,
 )
+from tools.site_font import STYLESHEET, has_web_font, stylesheet, write_font
 from tools.sync_colab import SETUP_MARKER
 
 SITE_CONFIG = ROOT / "site"
@@ -233,6 +235,8 @@ def prepare_source(edition: str = "en") -> Path:
         ]
     (source / "index.md").write_text(index_page(rows, edition))
     (source / f"{CLAIMS_PAGE}.md").write_text(claims_page(edition))
+    if has_web_font(edition):
+        (source / "_static" / STYLESHEET).write_text(stylesheet(edition))
     vendor_mathjax(source / "_static")
     return source
 
@@ -248,6 +252,8 @@ def build(jobs: str = "2") -> Path:
              str(CACHE / "doctrees" / edition), str(prepare_source(edition)), str(output)],
             check=True, env={**os.environ, "COURSE_EDITION": edition},
         )
+        if has_web_font(edition):
+            write_font(edition, output)
     (OUTPUT / ".nojekyll").touch()
     print(f"site built in {time.monotonic() - start:.0f} s: {OUTPUT.relative_to(ROOT)}/index.html",
           flush=True)

@@ -375,7 +375,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     lines = [
         f'<div class="attn-explorer-row" data-query="{state.query}" '
         f'data-causal="{int(state.causal)}" data-scaled="{int(state.scaled)}" '
-        'style="font-family: monospace; line-height: 1.5;">',
+        'style="font-family: var(--font-stack--monospace, monospace); line-height: 1.5;">',
         "<div>" + _("query {word} · {settings}").format(word=f"<b>{query_word}</b>",
                                                          settings=settings) + "</div>",
     ]

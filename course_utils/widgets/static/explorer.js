@@ -451,7 +451,8 @@
       var html = ['<div class="attn-explorer-row" data-query="' + q + '" data-causal="' +
         (+S.causal) + '" data-scaled="' + (+S.scaled) + '" data-temperature="' +
         (toy ? data.temperatures[S.t] : 1) + '" data-layer="' + S.layer + '" data-head="' +
-        S.head + '" data-sentence="' + S.s + '" style="font-family: monospace; line-height: 1.5;">',
+        S.head + '" data-sentence="' + S.s +
+        '" style="font-family: var(--font-stack--monospace, monospace); line-height: 1.5;">',
         '<div>' + fill(esc(UI.row_title), '<b>' + esc(words[q]) + '</b>',
                        esc(settingsText(data, S))) + '</div>'];
       for (var j = 0; j < w.length; j++) {
