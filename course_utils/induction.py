@@ -1,0 +1,213 @@
+"""Induction heads: the probe that finds them, their scores, and ablating a head (lesson 13).
+
+An *induction head* continues a pattern it has seen earlier in the same context: at a token
+``A`` it attends to the token that followed the previous ``A`` and copies it, so ``... A B
+... A`` predicts ``B``. It needs a *previous-token head* in an earlier layer, which writes
+into every position what the token before it was; the induction head's query (``A``) then
+matches the keys of positions whose previous token was ``A``.
+
+The classic probe (Olsson et al. 2022) is a block of random tokens repeated: nothing in the
+first block can be predicted, everything in the next one can, by copying. On it:
+
+- :func:`induction_scores`: how much each head attends from ``t`` to ``t - period + 1``;
+- :func:`previous_token_scores`: how much each head attends from ``t`` to ``t - 1``;
+- :func:`repeat_losses`: the model's loss on each repeat (copying makes the later ones low);
+- :func:`ablated`: run the model with chosen heads switched off, to see what they did.
+
+Weights are the model's ``(batch, num_layers, num_heads, n_q, n_k)`` (``GPT(...,
+return_weights=True)``); with ``n_q < n_k`` (a KV cache) the queries are the last ``n_q``
+positions. A head is named by ``(layer, head)``, both counted from 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.attention import MultiHeadAttention
+from course_utils.checks import (
+    require_generator,
+    require_instance,
+    require_int_in_range,
+    require_one_of,
+    require_positive_int,
+    require_tensor,
+    require_token_ids,
+)
+
+ABLATIONS = ("zero", "mean")
+WEIGHTS = "(batch, num_layers, num_heads, n_q, n_k)"
+
+
+def repeated_tokens(batch_size: int, period: int, repeats: int, vocab_size: int,
+                    generator: torch.Generator) -> torch.Tensor:
+    """``batch_size`` rows of ``period`` random token ids, each row's block repeated
+    ``repeats`` times: tokens ``(batch, period * repeats)``, ``tokens[:, t] == tokens[:, t -
+    period]`` for every ``t >= period``. Ids are drawn uniformly from ``0..vocab_size-1``."""
+    require_positive_int("batch_size", batch_size)
+    require_positive_int("period", period)
+    require_int_in_range("repeats", repeats, 2)
+    require_positive_int("vocab_size", vocab_size)
+    if require_generator("generator", generator) is None:
+        raise TypeError("generator should be a torch.Generator (e.g. "
+                        "torch.Generator().manual_seed(0)): the tokens are drawn with it, "
+                        "never with the global random state")
+    block = torch.randint(0, vocab_size, (batch_size, period), generator=generator)
+    return block.repeat(1, repeats)  # (batch, period * repeats)
+
+
+def _require_weights(weights) -> torch.Tensor:
+    weights = require_tensor("weights", weights, WEIGHTS)
+    if weights.dim() != 5:
+        raise ValueError(f"weights should have shape {WEIGHTS} (5 dims), got shape "
+                         f"{tuple(weights.shape)}")
+    n_q, n_k = weights.shape[-2:]
+    if n_q > n_k:
+        raise ValueError(f"weights {WEIGHTS} = {tuple(weights.shape)} have n_q={n_q} > "
+                         f"n_k={n_k}: the queries should be the last n_q of the n_k positions")
+    return weights
+
+
+def _score_at_offset(weights: torch.Tensor, back: int, first_query: int) -> torch.Tensor:
+    """Mean weight from each query position ``t >= first_query`` to key ``t - back``:
+    ``(num_layers, num_heads)``."""
+    n_q, n_k = weights.shape[-2:]
+    positions = torch.arange(n_k - n_q, n_k, device=weights.device)  # each query's position
+    chosen = positions >= first_query
+    if not chosen.any():
+        raise ValueError(f"weights {WEIGHTS} = {tuple(weights.shape)} have no query at "
+                         f"position {first_query} or later, so there is nothing to score")
+    keys = (positions - back)[chosen]
+    # (batch, layers, heads, chosen queries): the weight each query gives its one key
+    picked = weights[..., chosen, :].gather(
+        -1, keys.view(1, 1, 1, -1, 1).expand(*weights.shape[:3], -1, 1)).squeeze(-1)
+    return picked.mean(dim=(0, 3))
+
+
+def induction_scores(weights, period: int) -> torch.Tensor:
+    """Each head's induction score on a sequence repeating every ``period`` tokens.
+
+    The mean, over the batch and every query position ``t >= period`` (a token seen before),
+    of the weight from ``t`` to ``t - period + 1``, the token after the previous occurrence
+    of ``t``'s token. weights ``(batch, num_layers, num_heads, n_q, n_k)`` -> scores
+    ``(num_layers, num_heads)``, each in 0..1 (1: the head attends only there).
+    """
+    weights = _require_weights(weights)
+    require_positive_int("period", period)
+    if period >= weights.shape[-1]:
+        raise ValueError(f"period should be less than n_k={weights.shape[-1]} (the sequence "
+                         f"must repeat at least once), got period={period}")
+    return _score_at_offset(weights, back=period - 1, first_query=period)
+
+
+def previous_token_scores(weights) -> torch.Tensor:
+    """Each head's previous-token score: the mean, over the batch and every query position
+    ``t >= 1``, of the weight from ``t`` to ``t - 1``. weights ``(batch, num_layers,
+    num_heads, n_q, n_k)`` -> scores ``(num_layers, num_heads)``, each in 0..1."""
+    weights = _require_weights(weights)
+    return _score_at_offset(weights, back=1, first_query=1)
+
+
+def _attention_layers(model) -> list[MultiHeadAttention]:
+    """The self-attention of every block of ``model`` (a GPT), in layer order."""
+    require_instance("model", model, nn.Module, "a GPT (an nn.Module with blocks)")
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList) or not all(
+            isinstance(getattr(block, "self_attn", None), MultiHeadAttention)
+            for block in blocks):
+        raise TypeError(f"model should be a GPT: an nn.Module whose blocks[layer].self_attn "
+                        f"is a MultiHeadAttention, got a {type(model).__name__} without them")
+    return [block.self_attn for block in blocks]
+
+
+def _require_heads(heads, layers: list[MultiHeadAttention]) -> dict[int, list[int]]:
+    """``heads`` as {layer: [head, ...]}, each pair checked against the model's sizes."""
+    what = "an iterable of (layer, head) pairs, e.g. [(1, 0)]"
+    if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
+        raise TypeError(f"heads should be {what}, got {type(heads).__name__} {heads!r}")
+    chosen: dict[int, list[int]] = {}
+    for pair in heads:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"heads should be {what}, got the item {pair!r}")
+        layer, head = pair
+        require_int_in_range("layer (of a pair in heads)", layer, 0, len(layers) - 1)
+        require_int_in_range("head (of a pair in heads)", head, 0, layers[layer].num_heads - 1)
+        chosen.setdefault(layer, []).append(head)
+    return chosen
+
+
+def ablated(model, heads, ablation: str = "zero") -> AbstractContextManager[nn.Module]:
+    """``with ablated(model, heads): ...``: inside the block, ``model`` runs with the chosen
+    heads' outputs replaced.
+
+    ``heads``: ``(layer, head)`` pairs. ``ablation="zero"`` sets each chosen head's output
+    ``(batch, n_q, d_k)`` (its slice of the concatenated heads, the input of ``w_o``) to 0;
+    ``"mean"`` sets it to its mean over the batch and the positions of that same forward
+    call, ``(1, 1, d_k)``: what the head writes on average stays, what depends on the token
+    goes. ``MultiHeadAttention`` is not changed: a forward pre-hook on each layer's ``w_o``
+    does the replacing, and leaving the block (even by an exception) removes it. The
+    attention weights the model returns are still every head's own. The arguments are
+    checked at the call, before anything is hooked.
+    """
+    layers = _attention_layers(model)
+    chosen = _require_heads(heads, layers)
+    require_one_of("ablation", ablation, ABLATIONS)
+    return _hooked(model, layers, chosen, ablation)
+
+
+@contextmanager
+def _hooked(model, layers: list[MultiHeadAttention], chosen: dict[int, list[int]],
+            ablation: str) -> Iterator[nn.Module]:
+    handles = []
+    try:
+        for layer, layer_heads in chosen.items():
+            attention = layers[layer]
+            handles.append(attention.w_o.register_forward_pre_hook(
+                _head_replacer(sorted(set(layer_heads)), attention.d_k, ablation)))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _head_replacer(heads: list[int], d_k: int, ablation: str):
+    def replace(module, args):
+        merged = args[0].clone()  # (batch, n_q, d_model): the heads side by side, head-major
+        for head in heads:
+            part = merged[..., head * d_k:(head + 1) * d_k]  # (batch, n_q, d_k), a view
+            if ablation == "zero":
+                part.zero_()
+            else:
+                part.copy_(part.mean(dim=(0, 1), keepdim=True).expand_as(part))
+        return (merged, *args[1:])
+    return replace
+
+
+def repeat_losses(model, tokens, period: int) -> torch.Tensor:
+    """The model's mean next-token loss (cross-entropy, nats) on each repeat of ``tokens``.
+
+    tokens ``(batch, period * repeats)``, e.g. from :func:`repeated_tokens` -> losses
+    ``(repeats,)``: entry ``r`` is the loss of predicting the tokens at positions ``r *
+    period .. (r + 1) * period - 1`` (the first repeat has no prediction for position 0).
+    Run without gradients, in the model's current mode.
+    """
+    _attention_layers(model)
+    vocab_size = getattr(model, "vocab_size", None)
+    require_positive_int("model.vocab_size", vocab_size)
+    tokens = require_token_ids("tokens", tokens, vocab_size)
+    require_positive_int("period", period)
+    seq_len = tokens.shape[1]
+    if seq_len % period or seq_len < 2 * period:
+        raise ValueError(f"tokens (batch, period * repeats) = {tuple(tokens.shape)} should "
+                         f"hold at least 2 whole repeats of period={period}")
+    with torch.no_grad():
+        logits = model(tokens[:, :-1])  # (batch, seq_len - 1, vocab_size)
+        losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+    # Prediction i is the target at position i + 1; position 0 has none: pad it to cut evenly.
+    losses = torch.cat([losses.new_full((tokens.shape[0], 1), float("nan")), losses], dim=1)
+    per_repeat = losses.view(tokens.shape[0], seq_len // period, period)
+    return per_repeat.nanmean(dim=(0, 2))  # (repeats,)
