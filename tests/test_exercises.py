@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import random
 import re
@@ -141,6 +142,39 @@ def test_mutation_tables_wrong_rejected_with_their_message_right_accepted(exerci
         assert_correct(exercise, answer)
     else:
         assert_incorrect(exercise, answer, words)
+
+
+
+def _in_another_kind(value, kind: str):
+    """``value`` (a reference's result) as a learner might return the same answer."""
+    if isinstance(value, (tuple, list)):
+        items = [_in_another_kind(item, kind) for item in value]
+        return items if kind == "a list for a tuple" or isinstance(value, list) else tuple(items)
+    if kind == "float64 from float32" and isinstance(value, torch.Tensor) \
+            and value.dtype == torch.float32:
+        return value.double()
+    if kind == "numpy scalars" and isinstance(value, (bool, int, float)):
+        return {bool: np.bool_, int: np.int64, float: np.float64}[type(value)](value)
+    if kind == "0-d tensors" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(value)
+    return value
+
+
+ANSWER_KINDS = ("float64 from float32", "numpy scalars", "0-d tensors", "a list for a tuple")
+
+
+@pytest.mark.parametrize("kind", ANSWER_KINDS)
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_checker_accepts_the_right_answer_in_any_kind_a_learner_returns(key, kind):
+    """A class of right answers no table has to list: the reference's result in float64 (from
+    float32 inputs), as NumPy scalars, as 0-d tensors, as a list where a tuple is expected."""
+    reference = EXERCISES[key].reference
+
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        return _in_another_kind(reference(*args, **kwargs), kind)
+
+    assert_correct(EXERCISES[key], answer)
 
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

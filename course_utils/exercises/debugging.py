@@ -110,7 +110,7 @@ def _check_with_diagnostics(answer):
         raise Incorrect(_(
             "your function returned one tensor of shape {result_shape}; return the pair: return "
             "weights @ v, weights").format(result_shape=tuple(result.shape)))
-    if not isinstance(result, tuple) or len(result) != 2:
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise Incorrect(_("return two tensors: return weights @ v, weights"))
     _require_probes_pass(answer)
     for what, (q, k, v), mask in cases:
