@@ -42,6 +42,9 @@ RULE_SECTION = "§ (write 第 N 节)"
 RULE_QUOTES = "ASCII quotes around Chinese words (use “” and, inside them, ‘’)"
 RULE_BREAK = "a line break between Chinese characters (renders as a space: one line a paragraph)"
 RULE_GLOSSARY = "not the glossary's word"
+RULE_MILLION = "a count in millions written M beside Chinese (write 2260 万, not 22.6 M)"
+RULES = (RULE_MARKS, RULE_ITALIC, RULE_TIMES, RULE_SECTION, RULE_QUOTES, RULE_BREAK,
+         RULE_GLOSSARY, RULE_MILLION)
 
 _NUMBER = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十百千万几数]+)"
 _CLAUSE = r"[^，。；：！？、\n]"
@@ -52,6 +55,8 @@ TIMES = re.compile(rf"(?<![至最大])[小少低短慢轻窄]了?\s*{_NUMBER}\s*
 _NOT_QUOTED = "\"'\\n{}:：;；,，。"
 ASCII_QUOTED = re.compile(rf"([\"'])(?!\s)[^{_NOT_QUOTED}]{{0,24}}[{IDEOGRAPH}]"
                           rf"[^{_NOT_QUOTED}]{{0,24}}(?<!\s)\1")
+# 22.6 M, not SmolLM2-135M (a name) nor 1.5 MiB (a unit).
+MILLIONS = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?\s?M(?![A-Za-z0-9])")
 # In printed text (a string literal, a catalogue message) *…* is not emphasis but asterisks.
 STARRED = re.compile(rf"(?<!\*)\*(?![\s*])[^*\n]{{0,30}}[{IDEOGRAPH}]"
                      rf"[^*\n]{{0,30}}(?<![\s*])\*(?!\*)")
@@ -85,6 +90,7 @@ def text_problems(text: str, words=None) -> list[tuple[str, str]]:
     problems += [(RULE_SECTION, _around(text, match)) for match in re.finditer("§", text)]
     problems += [(RULE_QUOTES, match.group()) for match in ASCII_QUOTED.finditer(text)]
     if HAS_CHINESE.search(text):
+        problems += [(RULE_MILLION, _around(text, match)) for match in MILLIONS.finditer(text)]
         unglossed = _GLOSS.sub("", text)
         for word, ours in words if words is not None else avoided_words():
             # An English word, not a name in code (example.tokens[k], {tokens!r}).
@@ -111,8 +117,9 @@ def _inline_text(token) -> tuple[str, list[str], list[str]]:
             italics.append("".join(parts[in_italic.pop():]))
         elif child.type == "text":
             parts.append(child.content)
-            if "*" in child.content or "__" in child.content:
-                marks.append(child.content)
+            mark = re.search(r"\*|__", child.content)
+            if mark:
+                marks.append(_around(child.content, mark))
         elif child.type in ("softbreak", "hardbreak"):
             parts.append("\n")
         elif child.type in ("code_inline", "math_inline"):
@@ -138,11 +145,14 @@ def string_literals(source: str) -> list[str]:
     """The text of a code cell's string literals; an f-string's fields become ``{…}``."""
     # IPython's %magic and !shell lines are not Python.
     source = re.sub(r"^\s*[%!].*$", "", source, flags=re.M)
-    texts = []
-    for node in ast.walk(ast.parse(source)):
+    texts, inside_fstrings = [], set()
+    for node in ast.walk(ast.parse(source)):  # outer nodes come before the nodes they hold
+        if id(node) in inside_fstrings:
+            continue
         if isinstance(node, ast.JoinedStr):
             texts.append("".join(part.value if isinstance(part, ast.Constant) else "{…}"
                                  for part in node.values))
+            inside_fstrings |= {id(inner) for inner in ast.walk(node)}
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             texts.append(node.value)
     return texts
