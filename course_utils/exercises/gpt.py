@@ -164,10 +164,9 @@ def _cache_mistakes(q, k, v, k_cache, v_cache):
 def _check_attend_with_cache(answer):
     generator = torch.Generator().manual_seed(0)
     for batch_size, heads, past, n_new, d_k in CACHE_CASES:
-        q, k, v = (torch.randn(batch_size, heads, n_new, d_k, generator=generator)
-                   for _ in range(3))
-        k_cache, v_cache = (torch.randn(batch_size, heads, past, d_k, generator=generator)
-                            for _ in range(2))
+        q, k, v = torch.randn(3, batch_size, heads, n_new, d_k, generator=generator).unbind(0)
+        k_cache, v_cache = torch.randn(2, batch_size, heads, past, d_k,
+                                       generator=generator).unbind(0)
         what = _("attend_with_cache(q {q_shape}, cache of {past} positions)").format(
             q_shape=(batch_size, heads, n_new, d_k), past=past)
         output, new_k_cache, new_v_cache = _as_tuple(
