@@ -148,7 +148,7 @@ MUTATIONS = {
             ("mask ignored", no_mask, "never reaches the scores"),
             ("output only", output_only, "returned one tensor of shape"),
             ("weights transposed before @ v", weights_transposed, "it raised RuntimeError"),
-            ("the caller's q scaled in place", scales_callers_q, "the caller's q had changed"),
+            ("the caller's q scaled in place", scales_callers_q, "changed its argument q in place"),
             ("a finite fill of -1e4", attention(fill=-1e4), "filled with a finite"),
         ],
         right=RIGHT,
@@ -173,7 +173,7 @@ MUTATIONS = {
             # can fall below it, the same mistake as -1e9 the other way round.
             ("float16's min -65504 hard-coded", attention(fill=-65504.0),
              "filled with a finite"),
-            ("the caller's q scaled in place", scales_callers_q, "the caller's q had changed"),
+            ("the caller's q scaled in place", scales_callers_q, "changed its argument q in place"),
         ],
         right=RIGHT,
     ),

@@ -96,6 +96,8 @@ MERGE = Mutations(
         ("transpose only", lambda x: x.transpose(1, 2), "concatenated into one feature axis"),
         ("averaged the heads", lambda x: x.mean(dim=1), "should have shape (2, 5, 12)"),
         ("flatten heads and positions", lambda x: x.flatten(1, 2), "should have shape (2, 5, 12)"),
+        ("sizes of the first x hard-coded", lambda x: x.transpose(1, 2).reshape(2, 5, 12),
+         "for x (3, 4, 2, 5) should have shape (3, 2, 20)"),
     ],
     right=[
         ("cat of the heads", lambda x: torch.cat(x.unbind(dim=1), dim=-1)),

@@ -239,13 +239,13 @@ WEIGHTS_WRONG = [
     ("softmax output changed in place", _softmax_output_changed_in_place, "backward pass fails"),
     ("detached", lambda s, m: safe_weights.reference(s, m).detach(), "no gradient"),
     ("bool weights", lambda s, m: safe_weights.reference(s, m) > 0.1, "floating-point"),
+    ("the caller's scores filled in place", _in_place, "changed its argument scores in place"),
 ]
 
 WEIGHTS_RIGHT = [
     ("finfo.min fill, then times the mask", _finite_fill_then_zero_rows),
     ("manual softmax with the max", _manual_with_max),
     ("float64 and torch.where", _float64_where),
-    ("in-place on the learner's tensors", _in_place),
     ("course_utils attention with identity values", lambda s, m: scaled_dot_product_attention(
         s, torch.eye(s.shape[-1]), torch.eye(s.shape[-1]), mask=m, scale=1.0)[1]),
     ("in place on a copy of the weights", _in_place_on_the_softmax),

@@ -131,7 +131,7 @@ def _nan_to_num_float64(w):
 
 
 def _in_place_with_epsilon(w):
-    w.add_(1e-12)  # the learner's own copy: changing it is allowed
+    w.add_(1e-12)  # the caller's weights change too
     return -(w * torch.log(w)).sum(-1)
 
 
@@ -224,12 +224,13 @@ MUTATIONS = {
             ("unweighted logs", _unweighted_logs, "without weighting each term by p"),
             ("int result", lambda w: torch.zeros(w.shape[:-1], dtype=torch.long),
              "floating-point"),
+            ("epsilon added in place", _in_place_with_epsilon, "changed its argument w in place"),
         ],
         right=[
             ("torch.special.entr", _special_entr),
             ("Categorical.entropy", _categorical),
             ("float64 with nan_to_num", _nan_to_num_float64),
-            ("in place, with an epsilon", _in_place_with_epsilon),
+            ("xlogy", lambda w: -torch.special.xlogy(w, w).sum(dim=-1)),
         ],
     ),
     jacobian_of_softmax: Mutations(

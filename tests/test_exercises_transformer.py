@@ -72,7 +72,7 @@ def _returns_weights(block, x):
 
 
 def _in_place(block, x):
-    x += _attn(block, block.norm1(x))  # the learner's own (cloned) tensor
+    x += _attn(block, block.norm1(x))  # right numbers, but the caller's x changes too
     x += block.ffn(block.norm2(x))
     return x
 
@@ -219,9 +219,9 @@ MUTATIONS = {
             ("bfloat16 block", _bfloat16_module, "torch.bfloat16, which keeps only"),
             ("integer output", lambda block, x: _pre_ln_block_reference(block, x).long(),
              "floating-point"),
+            ("x += in place", _in_place, "changed its argument x in place"),
         ],
         right=[
-            ("in place on x", _in_place),
             ("explicit q, k, v and FFN by hand", _explicit_qkv_and_ffn_by_hand),
             ("LayerNorm by hand", _layer_norm_by_hand),
             ("sublayers in a loop", _sublayers_in_a_loop),

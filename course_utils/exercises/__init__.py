@@ -6,9 +6,10 @@ notebook: not attempted, incorrect (with a reason to act on), correct, and the r
 where the checker itself failed (reported as the course's bug, never as the learner's).
 
 Checkers call the learner's code only through :func:`attempt`, which hands over clones of
-the inputs (so in-place edits cannot change what the checker compares against) and tells
-the learner's exceptions apart from the checker's own. ``evaluate`` restores Python's,
-NumPy's and torch's global random state, so checking never reseeds the learner's session.
+the inputs (so in-place edits cannot change what the checker compares against), rejects a
+function that writes into its tensor arguments, and tells the learner's exceptions apart
+from the checker's own. ``evaluate`` restores Python's, NumPy's and torch's global random
+state, so checking never reseeds the learner's session.
 Every exercise registers itself: :func:`all_exercises` lists them for the tests.
 
 Messages follow the course language (``setup(language="zh-CN")`` for the Chinese edition):
@@ -72,15 +73,66 @@ def _cloned(value):
     return value
 
 
+def _tensors_in(value):
+    """The tensors of ``value``: itself, or those inside a tuple, list or dict (not a module's)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_in(item)
+
+
+def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """True if ``after`` holds what ``before`` held (NaN where it held NaN)."""
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.is_floating_point() or before.is_complex():
+        same_nan = torch.isnan(before) == torch.isnan(after)
+        return bool(same_nan.all()) and bool(
+            (before == after)[~torch.isnan(before)].all())
+    return torch.equal(before, after)
+
+
+def _names_of(answer: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """The learner's parameter name for each argument (positional ones first), where known."""
+    try:
+        parameters = list(inspect.signature(answer).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature
+        parameters = []
+    positional = [parameter.name for parameter in parameters if parameter.kind in (
+        parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)][:len(args)]
+    return [*positional, *(f"#{number}" for number in range(len(positional) + 1, len(args) + 1)),
+            *kwargs]
+
+
+def _reject_changed_arguments(answer, args, kwargs, copies) -> None:
+    """Raise Incorrect if the learner's function wrote into one of its tensor arguments."""
+    for name, value, copy_of_value in zip(_names_of(answer, args, kwargs),
+                                          (*args, *kwargs.values()), copies):
+        if not all(_unchanged(before, after) for before, after in
+                   zip(_tensors_in(copy_of_value), _tensors_in(value), strict=True)):
+            raise Incorrect(_(
+                "your function changed its argument {name} in place (an operation ending in _ "
+                "such as masked_fill_ or add_, +=, or an assignment into a slice): the caller's "
+                "tensor is modified too. Work on a copy (.clone()) or use the operation without "
+                "the _").format(name=name))
+
+
 def attempt(answer: Callable, *args, **kwargs):
     """Call the learner's function on clones of the arguments.
 
     A stub (``None`` returned or ``NotImplementedError`` raised) means not attempted; any
-    other exception is the learner's and is reported as such.
+    other exception is the learner's and is reported as such. A function that writes into a
+    tensor argument (``scores.masked_fill_(...)``) is Incorrect: in the notebook it would
+    change the caller's tensor.
     """
     require_callable("answer", answer)
     args = tuple(_cloned(arg) for arg in args)
     kwargs = {name: _cloned(value) for name, value in kwargs.items()}
+    copies = [_cloned(value) for value in (*args, *kwargs.values())]
     try:
         result = answer(*args, **kwargs)
     except NotImplementedError:
@@ -90,6 +142,7 @@ def attempt(answer: Callable, *args, **kwargs):
         raise
     if result is None:
         raise _NotAttempted
+    _reject_changed_arguments(answer, args, kwargs, copies)
     return result
 
 
