@@ -118,6 +118,8 @@ MASK_WRONG = [
      "masked the padded *queries*"),
     ("diagonal blocked", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
      & _keys(lengths, n), "keep the diagonal"),
+    ("padding on the left", lambda lengths, n: causal_mask(n)
+     & padding_mask(lengths, max_len=n).flip(-1)[:, None], "a padded key is allowed"),
 ]
 
 MASK_RIGHT = [
@@ -239,6 +241,10 @@ WEIGHTS_WRONG = [
     ("softmax output changed in place", _softmax_output_changed_in_place, "backward pass fails"),
     ("detached", lambda s, m: safe_weights.reference(s, m).detach(), "no gradient"),
     ("bool weights", lambda s, m: safe_weights.reference(s, m) > 0.1, "floating-point"),
+    ("scores multiplied by the mask", lambda s, m: torch.softmax(s * m, dim=-1),
+     "multiplied the scores by the mask"),
+    ("scores multiplied by the mask, then the weights",
+     lambda s, m: torch.softmax(s * m, dim=-1) * m, "multiplied the scores by the mask"),
     ("the caller's scores filled in place", _in_place, "changed its argument scores in place"),
 ]
 

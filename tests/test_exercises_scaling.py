@@ -216,6 +216,10 @@ MUTATIONS = {
     entropy_of_rows: Mutations(
         wrong=[
             ("log base 2", _log_base_2, "log base 2"),
+            ("log base 10", lambda w: -(w * torch.log10(w.clamp_min(1e-30))).sum(-1),
+             "log base 10"),
+            ("normalised by log n_k", lambda w: -(w * torch.log(w.clamp_min(1e-30))).sum(-1)
+             / math.log(w.shape[-1]), "divided by log n_k"),
             ("no minus sign", _no_minus_sign, "minus sign"),
             ("0 · log 0 = NaN", _nan_on_zero_weights, "0 · log 0 counts as 0"),
             ("sum over dim 0", _summed_over_the_batch, "should have shape (2, 3)"),

@@ -217,6 +217,13 @@ def _check_safe_weights(answer):
         if (got[~allowed] != 0).any() and (got[allowed] == 0).all():
             raise Incorrect(_FLIPPED)
         sums = got.sum(dim=-1)  # (..., n_q)
+        multiplied = torch.softmax(scores.double() * mask, dim=-1)  # blocked scores become 0
+        if any(torch.allclose(got, wrong, atol=1e-6) for wrong in (
+                multiplied, multiplied * allowed, multiplied * mask.any(dim=-1, keepdim=True))):
+            raise Incorrect(_(
+                "you multiplied the scores by the mask: a blocked score becomes 0, an ordinary "
+                "score that still takes weight in the softmax. Fill the blocked scores with -inf "
+                "instead (scores.masked_fill(~mask, float('-inf')))"))
         if torch.allclose(sums[empty], torch.ones_like(sums[empty]), atol=1e-3):
             raise Incorrect(_(
                 "the rows with no allowed key sum to 1: a finite fill such as -1e9 or finfo.min "
