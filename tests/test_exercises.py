@@ -352,6 +352,14 @@ def test_the_learner_gets_clones_and_writing_into_an_argument_is_named():
     assert_incorrect(exercise, lambda t: t.mul_(2), "changed its argument t in place")
     assert_incorrect(exercise, lambda *ts: ts[0].mul_(2), "changed its argument #1 in place")
     assert torch.equal(original, torch.ones(3))
+    lengths = [3, 1, 2]
+    in_a_list = Exercise("list", lambda answer: attempt(answer, lengths), sorted)
+    assert_correct(in_a_list, sorted)
+    assert_incorrect(in_a_list, lambda lengths: lengths.sort() or lengths,
+                     "changed its argument lengths in place")
+    assert_incorrect(in_a_list, lambda lengths: lengths.append(0) or lengths,
+                     "the caller's list changes too")
+    assert lengths == [3, 1, 2]
     nan = torch.tensor([float("nan"), 1.0])
     assert_correct(Exercise("NaN kept", lambda answer: attempt(answer, nan), abs), abs)
 

@@ -73,27 +73,27 @@ def _cloned(value):
     return value
 
 
-def _tensors_in(value):
-    """The tensors of ``value``: itself, or those inside a tuple, list or dict (not a module's)."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors_in(item)
-
-
-def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
-    """True if ``after`` holds what ``before`` held (NaN where it held NaN)."""
-    if before.shape != after.shape or before.dtype != after.dtype:
-        return False
-    if before.is_floating_point() or before.is_complex():
-        same_nan = torch.isnan(before) == torch.isnan(after)
-        return bool(same_nan.all()) and bool(
-            (before == after)[~torch.isnan(before)].all())
-    return torch.equal(before, after)
+def _unchanged(before, after) -> bool:
+    """True if ``after`` holds what ``before`` held: a tensor's values (NaN where it held NaN),
+    a list's, tuple's or dict's items and numbers; a module or a function is not compared."""
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or before.shape != after.shape \
+                or before.dtype != after.dtype:
+            return False
+        if before.is_floating_point() or before.is_complex():
+            nan = torch.isnan(before)
+            return bool((nan == torch.isnan(after)).all()) and bool(
+                (before == after)[~nan].all())
+        return torch.equal(before, after)
+    if isinstance(before, (list, tuple)):
+        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(
+            map(_unchanged, before, after))
+    if isinstance(before, dict):
+        return isinstance(after, dict) and before.keys() == after.keys() and all(
+            _unchanged(before[name], after[name]) for name in before)
+    if isinstance(before, (bool, int, float, str)):  # the items of a list such as lengths
+        return before == after or before != before and after != after  # NaN stays NaN
+    return True
 
 
 def _names_of(answer: Callable, args: tuple, kwargs: dict) -> list[str]:
@@ -109,16 +109,15 @@ def _names_of(answer: Callable, args: tuple, kwargs: dict) -> list[str]:
 
 
 def _reject_changed_arguments(answer, args, kwargs, copies) -> None:
-    """Raise Incorrect if the learner's function wrote into one of its tensor arguments."""
+    """Raise Incorrect if the learner's function wrote into one of its arguments."""
     for name, value, copy_of_value in zip(_names_of(answer, args, kwargs),
-                                          (*args, *kwargs.values()), copies):
-        if not all(_unchanged(before, after) for before, after in
-                   zip(_tensors_in(copy_of_value), _tensors_in(value), strict=True)):
+                                          (*args, *kwargs.values()), copies, strict=True):
+        if not _unchanged(copy_of_value, value):
             raise Incorrect(_(
                 "your function changed its argument {name} in place (an operation ending in _ "
                 "such as masked_fill_ or add_, +=, or an assignment into a slice): the caller's "
-                "tensor is modified too. Work on a copy (.clone()) or use the operation without "
-                "the _").format(name=name))
+                "{kind} changes too. Work on a copy (.clone()) or use the operation without "
+                "the _").format(name=name, kind=type(value).__name__))
 
 
 def attempt(answer: Callable, *args, **kwargs):
