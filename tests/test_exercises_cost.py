@@ -160,6 +160,13 @@ def _merge_assuming_b_larger(a, b):  # right max, but only a is rescaled, to b's
     return new_max, a[1] * scale_a + b[1], a[2] * scale_a + b[2]
 
 
+_REMEMBERED = {}
+
+
+def _first_merge_remembered(a, b):  # right for the checker's first pair of states only
+    return _REMEMBERED.setdefault("merge", merge_partials.reference(a, b))
+
+
 MERGE_WRONG = [
     ("no rescaling", _merge_without_rescaling, "added the two sums as they are"),
     ("normalised", _merge_normalised, "out should stay unnormalised"),
@@ -175,6 +182,7 @@ MERGE_WRONG = [
      "contains NaN"),
     ("a's sum and out rescaled in place", _merge_in_place, "changed its argument a in place"),
     ("b assumed to hold the larger max", _merge_assuming_b_larger, "as if that one were always"),
+    ("the first merge remembered", _first_merge_remembered, "the merged max should be the larger"),
 ]
 
 MERGE_RIGHT = [

@@ -133,6 +133,8 @@ MUTATIONS = {
             ("integer dtype", lambda w, max_k: _norms(w, range(max_k + 1)).long(),
              "floating-point"),
             ("NaN", _gradient_with_a_nan, "contains NaN"),
+            ("max_k of the first call written in", lambda w, max_k: _norms(w, range(7)),
+             "gradient_through_linear_rnn(w, max_k=3) should have shape (4,), got (7,)"),
             ("float16", lambda w, max_k: gradient_through_linear_rnn.reference(w, max_k).half(),
              "only about 3 significant digits"),
         ],

@@ -201,9 +201,18 @@ def _equivariance_as_0d_tensor(fn, x, perm):
     return torch.isclose(fn(x[:, perm]), fn(x)[:, perm]).all()  # a 0-d bool tensor
 
 
+_REMEMBERED = {}
+
+
+def _first_output_remembered(block, x):  # right for the checker's first x only
+    return _REMEMBERED.setdefault("output", _pre_ln_block_reference(block, x))
+
+
 MUTATIONS = {
     pre_ln_block: Mutations(
         wrong=[
+            ("the first output remembered", _first_output_remembered,
+             "should have shape (3, 4, 16)"),
             ("post-LN order", _post_ln, "post-LN order"),
             ("normalised residual", _normalised_residual, "residual adds the normalised x"),
             ("no residual", _no_residual, "no residual connection"),
@@ -289,6 +298,8 @@ MUTATIONS = {
              "should have shape"),
             ("integer dtype", _integer_table, "floating-point"),
             ("NaN", _with_nan, "contains NaN"),
+            ("d_model = 16 of the first call written in",
+             lambda n, d: _table(n, 16, torch.sin, torch.cos)[:, :d], "when d_model=10"),
         ],
         right=[
             ("float64 via exp and log", _float64_exp_log),
