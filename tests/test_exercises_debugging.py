@@ -36,6 +36,10 @@ def attention(transpose=(-2, -1), scale_of=lambda q: q.shape[-1], fill=NEG_INF,
     return answer
 
 
+def in_float16(q, k, v, mask=None):  # the fix, its results returned in float16
+    return tuple(t.half() for t in attention()(q, k, v, mask=mask))
+
+
 def no_mask(q, k, v, mask=None):
     weights = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
     return weights @ v, weights
@@ -130,6 +134,9 @@ RIGHT = [("einsum, manual softmax, torch.where", einsum_manual_softmax),
 MUTATIONS = {
     fix_encoder_attention: Mutations(
         wrong=[
+            ("the fix, returned in float16",
+             in_float16,
+             "only about 3 significant digits"),
             ("the buggy code as given", buggy_encoder_attention,
              "columns of the weights sum to 1"),
             ("softmax fixed, mask still inverted", attention(masked_where=lambda m: m),
@@ -155,6 +162,9 @@ MUTATIONS = {
     ),
     fix_half_precision_attention: Mutations(
         wrong=[
+            ("the fix, returned in float16",
+             in_float16,
+             "only about 3 significant digits"),
             ("the buggy code as given", buggy_half_precision_attention,
              "does not fit in float16"),
             ("transpose fixed, -1e9 kept", attention(fill=-1e9), "does not fit in float16"),

@@ -298,6 +298,8 @@ MUTATIONS = {
              "should have shape"),
             ("integer dtype", _integer_table, "floating-point"),
             ("NaN", _with_nan, "contains NaN"),
+            ("float16 table", lambda n, d: sinusoidal.reference(n, d).half(),
+             "only about 3 significant digits"),
             ("d_model = 16 of the first call written in",
              lambda n, d: _table(n, 16, torch.sin, torch.cos)[:, :d], "when d_model=10"),
         ],
