@@ -241,6 +241,9 @@ WEIGHTS_WRONG = [
     ("softmax output changed in place", _softmax_output_changed_in_place, "backward pass fails"),
     ("detached", lambda s, m: safe_weights.reference(s, m).detach(), "no gradient"),
     ("bool weights", lambda s, m: safe_weights.reference(s, m) > 0.1, "floating-point"),
+    ("-1e4 fill, empty rows zeroed", lambda scores, mask: torch.softmax(
+        scores.masked_fill(~mask, -1e4), dim=-1) * mask.any(dim=-1, keepdim=True),
+     "a finite fill such as -20 or -1e4 is above all of them"),
     ("scores multiplied by the mask", lambda s, m: torch.softmax(s * m, dim=-1),
      "multiplied the scores by the mask"),
     ("scores multiplied by the mask, then the weights",
