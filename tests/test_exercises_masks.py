@@ -251,7 +251,16 @@ WEIGHTS_WRONG = [
     ("the caller's scores filled in place", _in_place, "changed its argument scores in place"),
 ]
 
+def _where_throughout(scores, mask):
+    mask = mask.expand_as(scores)
+    has_key = mask.any(dim=-1, keepdim=True)
+    scores = torch.where(mask, scores, torch.tensor(float("-inf")))
+    scores = torch.where(has_key, scores, torch.zeros_like(scores))  # no row of only -inf
+    return torch.where(has_key, torch.softmax(scores, dim=-1), torch.zeros_like(scores))
+
+
 WEIGHTS_RIGHT = [
+    ("torch.where throughout", _where_throughout),
     ("finfo.min fill, then times the mask", _finite_fill_then_zero_rows),
     ("manual softmax with the max", _manual_with_max),
     ("float64 and torch.where", _float64_where),
