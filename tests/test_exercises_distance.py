@@ -89,6 +89,8 @@ MUTATIONS = {
     cnn_path_lengths: Mutations(
         wrong=[
             ("rounded down", lambda n, w: distance_matrix(n) // reach(w), "you rounded down"),
+            ("kernel_size 3 of the first call written in",
+             lambda n, w: distance_matrix(n) // reach(3), "cnn_path_lengths(10, kernel_size=5)"),
             ("divided by kernel_size", lambda n, w: -(-distance_matrix(n) // w),
              "reaches (kernel_size - 1) // 2"),
             ("divided by kernel_size - 1", lambda n, w: -(-distance_matrix(n) // (w - 1)),

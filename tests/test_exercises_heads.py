@@ -72,6 +72,9 @@ SPLIT = Mutations(
          lambda x, h: x.view(x.shape[0], x.shape[1], h, _d_k(x, h)).transpose(2, 3),
          "should have shape (2, 3, 5, 4), got (2, 5, 4, 3)"),
         ("a list of heads", lambda x, h: list(x.chunk(h, dim=-1)), "torch.Tensor, got list"),
+        ("d_k = 4 of the first call written in",
+         lambda x, h: x.view(x.shape[0], x.shape[1], h, 4).transpose(1, 2),
+         "your code raised RuntimeError"),
         ("int dtype", lambda x, h: attention.split_heads(x, h).long(), "floating-point"),
     ],
     right=[
@@ -252,6 +255,8 @@ COUNT = Mutations(
         ("one head only", lambda d, h, bias=True: 4 * d * (d // h) + 4 * (d // h) * bias,
          "one head's share"),
         ("one bias", lambda d, h, bias=True: 4 * d * d + d * bias, "its own bias"),
+        ("W_O's bias forgotten", lambda d, h, bias=True: 4 * d * d + 3 * d * bias,
+         "W_O has a bias too"),
         ("a string", lambda d, h, bias=True: "2362368", "should be a number"),
         ("NaN", lambda d, h, bias=True: float("nan"), "not a finite number"),
     ],

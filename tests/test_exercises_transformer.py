@@ -239,6 +239,9 @@ MUTATIONS = {
     ),
     is_permutation_equivariant: Mutations(
         wrong=[
+            ("the input permuted twice",
+             lambda fn, x, perm: torch.allclose(fn(x[:, perm][:, perm]), fn(x)[:, perm]),
+             "permuted the same way"),
             ("output not permuted",
              lambda fn, x, perm: torch.allclose(fn(x[:, perm]), fn(x)), "permuted the same way"),
             ("exact comparison",

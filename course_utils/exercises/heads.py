@@ -334,7 +334,10 @@ def _check_parameter_count(answer) -> None:
                 "numbers")),
                          (4 * d * d + d, _(
                              "each of the 4 projections has its own bias of d_model numbers, not "
-                             "one bias in total"))]
+                             "one bias in total")),
+                         (4 * d * d + 3 * d, _(
+                             "the output projection W_O has a bias too: 4 bias vectors of "
+                             "d_model numbers, not 3"))]
         else:
             mistakes.append((4 * d * d + 4 * d, _(
                 "with bias=False the projections have no bias vectors: count the weights only")))
