@@ -279,8 +279,8 @@ def _check_gradient(answer):
     scores, mask = _left_padded_case(generator)
     upstream = torch.randn(scores.shape, generator=generator)
     leaf = scores.clone().requires_grad_(True)
-    # The learner's function gets a clone of the leaf, so in-place edits are allowed and the
-    # gradient still reaches the leaf.
+    # The learner's function gets a clone of the leaf (a non-leaf tensor), so the gradient
+    # reaches the leaf through it; writing into the scores was rejected by the first attempt.
     weights = attempt(lambda m: answer(leaf.clone(), m), mask)
     if not weights.requires_grad:
         raise Incorrect(_(
