@@ -52,8 +52,8 @@ GREEDY_TOKENS = 12
 ENGLISH_TEXTS = ["T", "To be, or not to be", "ROMEO.\nBut soft, what light through yonder",
                  "naïve café — “quoted” ✓", "a\tb  c\n\nd", "x" * 70,
                  "the cat sat on the mat; the cat sat on the mat; the cat sat on"]
-CHINESE_TEXTS = ["床", "床前明月光，疑是地上霜。", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。",
-                 "ok 白日依山尽 🙂", "山" * 40]
+CHINESE_TEXTS = ["床", "床前明月光，疑是地上霜。",
+                 "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", "ok 白日依山尽 🙂", "山" * 40]
 
 
 def scaled_up_gpt(vocab_size: int, seed: int, max_len: int = 32, num_layers: int = 2,
