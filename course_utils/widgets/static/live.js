@@ -11,7 +11,8 @@
    Two halves, as explorer.js: the logic (pure functions, no DOM), exported for node when
    `module` exists, and the page (start), which runs only where there is a document.
    `window.courseLiveModel(element)` gives the console and the tests the model of a view.
-   Plain ES5-style code, no library. */
+   Plain ES5-style code and typed arrays (every browser has them), no library. */
+/* global Float64Array */
 (function () {
   "use strict";
 
@@ -44,7 +45,7 @@
     var all = decodeHalves(payload.model.weights), offset = 0, p = {}, index = {};
     payload.model.tensors.forEach(function (t) {
       var size = t.shape.reduce(function (a, b) { return a * b; }, 1);
-      p[t.name] = all.slice(offset, offset + size);
+      p[t.name] = new Float64Array(all.slice(offset, offset + size));
       offset += size;
     });
     if (offset !== all.length) { throw new Error('the weights do not match their shapes'); }
@@ -87,28 +88,31 @@
     for (var i = 0; i < n; i++) { out.push(0); }
     return out;
   }
-  // nn.Linear on every row: rows (n, in), weight (out, in) flat, bias (out,) -> (n, out)
-  function linear(rows, weight, bias, outDim) {
-    return rows.map(function (x) {
-      var inDim = x.length, y = zeros(outDim);
+  // Activations are flat Float64Arrays, row after row: (n, width) is n * width numbers.
+  // nn.Linear on every row: x (n, in), weight (out, in) flat, bias (out,) or null -> (n, out)
+  function linear(x, n, weight, bias, outDim) {
+    var inDim = x.length / n, y = new Float64Array(n * outDim);
+    for (var r = 0; r < n; r++) {
+      var at = r * inDim;
       for (var o = 0; o < outDim; o++) {
         var sum = bias ? bias[o] : 0, base = o * inDim;
-        for (var i = 0; i < inDim; i++) { sum += weight[base + i] * x[i]; }
-        y[o] = sum;
+        for (var i = 0; i < inDim; i++) { sum += weight[base + i] * x[at + i]; }
+        y[r * outDim + o] = sum;
       }
-      return y;
-    });
+    }
+    return y;
   }
-  function layerNorm(rows, gain, shift, eps) {  // nn.LayerNorm: biased variance, eps inside
-    return rows.map(function (x) {
-      var d = x.length, mean = 0, variance = 0, i;
-      for (i = 0; i < d; i++) { mean += x[i]; }
+  function layerNorm(x, n, gain, shift, eps) {  // nn.LayerNorm: biased variance, eps inside
+    var d = x.length / n, y = new Float64Array(x.length);
+    for (var r = 0; r < n; r++) {
+      var at = r * d, mean = 0, variance = 0, i;
+      for (i = 0; i < d; i++) { mean += x[at + i]; }
       mean /= d;
-      for (i = 0; i < d; i++) { variance += (x[i] - mean) * (x[i] - mean); }
-      var inv = 1 / Math.sqrt(variance / d + eps), y = zeros(d);
-      for (i = 0; i < d; i++) { y[i] = (x[i] - mean) * inv * gain[i] + shift[i]; }
-      return y;
-    });
+      for (i = 0; i < d; i++) { variance += (x[at + i] - mean) * (x[at + i] - mean); }
+      var inv = 1 / Math.sqrt(variance / d + eps);
+      for (i = 0; i < d; i++) { y[at + i] = (x[at + i] - mean) * inv * gain[i] + shift[i]; }
+    }
+    return y;
   }
   // erf by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7): JavaScript has none.
   function erf(x) {
@@ -133,68 +137,78 @@
   }
 
   // Causal multi-head self-attention (course_utils.attention.MultiHeadAttention under
-  // causal_mask): rows (n, d_model) -> {out (n, d_model), weights (heads, n, n)}. Head h
-  // reads features h*d_k .. (h+1)*d_k - 1; keys right of the query get weight exactly 0.
-  function attention(rows, p, prefix, numHeads) {
-    var n = rows.length, d = rows[0].length, dk = d / numHeads, scale = 1 / Math.sqrt(dk);
-    var q = linear(rows, p[prefix + 'w_q.weight'], p[prefix + 'w_q.bias'], d);
-    var k = linear(rows, p[prefix + 'w_k.weight'], p[prefix + 'w_k.bias'], d);
-    var v = linear(rows, p[prefix + 'w_v.weight'], p[prefix + 'w_v.bias'], d);
-    var merged = rows.map(function () { return zeros(d); }), weights = [];
+  // causal_mask): x (n, d_model) -> {out (n, d_model), weights (heads, n, n) as nested
+  // arrays}. Head h reads features h*d_k .. (h+1)*d_k - 1; keys right of the query get 0.
+  // With lastOnly, out is the last query's row (1, d_model) alone: every weight is still made.
+  function attention(x, n, p, prefix, numHeads, lastOnly) {
+    var d = x.length / n, dk = d / numHeads, scale = 1 / Math.sqrt(dk);
+    var q = linear(x, n, p[prefix + 'w_q.weight'], p[prefix + 'w_q.bias'], d);
+    var k = linear(x, n, p[prefix + 'w_k.weight'], p[prefix + 'w_k.bias'], d);
+    var v = linear(x, n, p[prefix + 'w_v.weight'], p[prefix + 'w_v.bias'], d);
+    var merged = new Float64Array(n * d), weights = [];
     for (var h = 0; h < numHeads; h++) {
       var start = h * dk, head = [];
       for (var i = 0; i < n; i++) {
-        var logits = zeros(n);
-        for (var j = 0; j < n; j++) {
+        var logits = zeros(n), qi = i * d + start, j, c;
+        for (j = 0; j < n; j++) {
           if (j > i) { logits[j] = -Infinity; continue; }
-          var s = 0;
-          for (var c = 0; c < dk; c++) { s += q[i][start + c] * k[j][start + c]; }
+          var s = 0, kj = j * d + start;
+          for (c = 0; c < dk; c++) { s += q[qi + c] * k[kj + c]; }
           logits[j] = s * scale;
         }
         var w = softmax(logits);
         for (j = 0; j <= i; j++) {
-          for (c = 0; c < dk; c++) { merged[i][start + c] += w[j] * v[j][start + c]; }
+          var vj = j * d + start;
+          for (c = 0; c < dk; c++) { merged[qi + c] += w[j] * v[vj + c]; }
         }
         head.push(w);
       }
       weights.push(head);
     }
-    return {out: linear(merged, p[prefix + 'w_o.weight'], p[prefix + 'w_o.bias'], d),
+    if (lastOnly) { merged = merged.subarray((n - 1) * d); }
+    return {out: linear(merged, lastOnly ? 1 : n, p[prefix + 'w_o.weight'],
+                        p[prefix + 'w_o.bias'], d),
             weights: weights};
   }
-  function addInPlace(rows, more) {
-    rows.forEach(function (x, i) { for (var c = 0; c < x.length; c++) { x[c] += more[i][c]; } });
-  }
+  function addInPlace(x, more) { for (var i = 0; i < x.length; i++) { x[i] += more[i]; } }
 
-  // The GPT's forward pass on token ids (at most max_len): {attentions (layers, heads, n, n),
-  // hidden (n, d_model) after the final LayerNorm}; readout() turns a hidden row into logits.
-  function forward(model, ids) {
-    var cfg = model.config, p = model.p, d = cfg.d_model;
-    if (!ids.length || ids.length > cfg.max_len) {
-      throw new Error('forward reads 1..' + cfg.max_len + ' tokens, got ' + ids.length);
+  // The GPT's forward pass on token ids (at most max_len): {attentions (layers, heads, n, n)
+  // as nested arrays, hidden: after the final LayerNorm, one (d_model,) array per position};
+  // readout() turns a hidden row into logits. lastOnly: `hidden` holds the last position
+  // alone, and the last block works out the rest of its sublayers for it alone (no other
+  // position's output is read afterwards): a third less arithmetic for what the view shows.
+  function forward(model, ids, lastOnly) {
+    var cfg = model.config, p = model.p, d = cfg.d_model, n = ids.length;
+    if (!n || n > cfg.max_len) {
+      throw new Error('forward reads 1..' + cfg.max_len + ' tokens, got ' + n);
     }
-    var x = ids.map(function (id, position) {  // what each token is, plus where it is
-      var row = zeros(d), te = p['token_embedding.weight'], pe = p['position_embedding.weight'];
-      for (var c = 0; c < d; c++) { row[c] = te[id * d + c] + pe[position * d + c]; }
-      return row;
-    });
-    var attentions = [];
+    var x = new Float64Array(n * d), te = p['token_embedding.weight'];
+    var pe = p['position_embedding.weight'];
+    for (var r = 0; r < n; r++) {  // what each token is, plus where it is
+      for (var c = 0; c < d; c++) { x[r * d + c] = te[ids[r] * d + c] + pe[r * d + c]; }
+    }
+    var attentions = [], rows = n;
     for (var layer = 0; layer < cfg.num_layers; layer++) {
-      var b = 'blocks.' + layer + '.';
-      var a = attention(layerNorm(x, p[b + 'norm1.weight'], p[b + 'norm1.bias'], cfg.eps),
-                        p, b + 'self_attn.', cfg.num_heads);
+      var b = 'blocks.' + layer + '.', last = lastOnly && layer === cfg.num_layers - 1;
+      var a = attention(layerNorm(x, n, p[b + 'norm1.weight'], p[b + 'norm1.bias'], cfg.eps),
+                        n, p, b + 'self_attn.', cfg.num_heads, last);
+      if (last) { x = x.slice((n - 1) * d); rows = 1; }
       addInPlace(x, a.out);
-      var hidden = linear(layerNorm(x, p[b + 'norm2.weight'], p[b + 'norm2.bias'], cfg.eps),
-                          p[b + 'ffn.linear1.weight'], p[b + 'ffn.linear1.bias'], cfg.d_ff);
-      hidden.forEach(function (row) { for (var c = 0; c < row.length; c++) { row[c] = gelu(row[c]); } });
-      addInPlace(x, linear(hidden, p[b + 'ffn.linear2.weight'], p[b + 'ffn.linear2.bias'], d));
+      var hidden = linear(layerNorm(x, rows, p[b + 'norm2.weight'], p[b + 'norm2.bias'], cfg.eps),
+                          rows, p[b + 'ffn.linear1.weight'], p[b + 'ffn.linear1.bias'], cfg.d_ff);
+      for (var i = 0; i < hidden.length; i++) { hidden[i] = gelu(hidden[i]); }
+      addInPlace(x, linear(hidden, rows, p[b + 'ffn.linear2.weight'], p[b + 'ffn.linear2.bias'],
+                           d));
       attentions.push(a.weights);
     }
-    return {attentions: attentions,
-            hidden: layerNorm(x, p['final_norm.weight'], p['final_norm.bias'], cfg.eps)};
+    var normed = layerNorm(x, rows, p['final_norm.weight'], p['final_norm.bias'], cfg.eps);
+    var out = [];
+    for (r = 0; r < rows; r++) { out.push(normed.subarray(r * d, (r + 1) * d)); }
+    return {attentions: attentions, hidden: out};
   }
-  function readout(model, row) {  // tied output: logit of t = row · (t's embedding)
-    return linear([row], model.p['token_embedding.weight'], null, model.config.vocab_size)[0];
+  function readout(model, row) {  // tied output: logit of t = row · (t's embedding), a plain array
+    var logits = linear(row, 1, model.p['token_embedding.weight'], null, model.config.vocab_size);
+    return Array.prototype.slice.call(logits);
   }
   // What the view shows for `text`: {tokens, attentions[layer][head][i][j], next (vocab,),
   // logits (vocab,), unknown, cropped, chars}; next and logits are null when nothing is read.
@@ -202,9 +216,9 @@
     var t = tokenize(model, text), result = {tokens: t.tokens, chars: t.chars,
       unknown: t.unknown, cropped: t.cropped, attentions: [], next: null, logits: null};
     if (!t.ids.length) { return result; }
-    var f = forward(model, t.ids);
+    var f = forward(model, t.ids, true);
     result.attentions = f.attentions;
-    result.logits = readout(model, f.hidden[f.hidden.length - 1]);
+    result.logits = readout(model, f.hidden[0]);
     result.next = softmax(result.logits);
     return result;
   }
@@ -235,8 +249,8 @@
   function continueText(model, text, count, temperature, random) {
     var ids = tokenize(model, text).ids.slice(), out = '';
     for (var step = 0; step < count && ids.length; step++) {
-      var f = forward(model, ids.slice(-model.config.max_len));
-      var id = pickToken(readout(model, f.hidden[f.hidden.length - 1]), temperature, random);
+      var f = forward(model, ids.slice(-model.config.max_len), true);
+      var id = pickToken(readout(model, f.hidden[0]), temperature, random);
       ids.push(id);
       out += model.vocab[id];
     }
@@ -419,17 +433,20 @@
       ui.rowBox.innerHTML = rowHtml(w, q);
       ui.nextBox.innerHTML = nextHtml();
     }
-    function paintThumb(c, w) {
-      var n = w.length;
-      c.width = Math.max(1, n); c.height = Math.max(1, n);
-      var g = c.getContext('2d');
-      g.clearRect(0, 0, c.width, c.height);
-      for (var i = 0; i < n; i++) {
-        for (var j = 0; j < n; j++) {
-          g.fillStyle = j > i ? '#e4e4e4' : colour(w[i][j]);
-          g.fillRect(j, i, 1, 1);
+    function paintThumb(c, w) {  // one pixel per weight, as colour() on white; the future grey
+      var n = Math.max(1, w.length);
+      c.width = n; c.height = n;
+      var g = c.getContext('2d'), image = g.createImageData(n, n), px = image.data;
+      for (var i = 0; i < w.length; i++) {
+        for (var j = 0; j < w.length; j++) {
+          var at = 4 * (i * n + j), a = j > i ? 0 : Math.max(0, Math.min(1, w[i][j]));
+          px[at] = j > i ? 228 : Math.round(255 - a * (255 - 192));
+          px[at + 1] = j > i ? 228 : Math.round(255 - a * (255 - 57));
+          px[at + 2] = j > i ? 228 : Math.round(255 - a * (255 - 43));
+          px[at + 3] = 255;
         }
       }
+      g.putImageData(image, 0, 0);
     }
     function heatmapHtml(w, q) {
       var shown = R.tokens.map(shownCharacter);
