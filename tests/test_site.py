@@ -417,3 +417,18 @@ def test_live_view_works_on_the_site_without_a_kernel(browser, server, capsys, e
         assert not visit.outside_requests(), visit.outside_requests()
     finally:
         visit.close()
+
+
+# The weights travel with the page, so the page itself is what a learner downloads.
+LIVE_PAGE_LIMIT_BYTES = 1_500_000
+
+
+@pytest.mark.parametrize(("edition", "page_name"), _live_view_pages() or [pytest.param(
+    None, None, marks=pytest.mark.skip(reason="no lesson shows a live view yet"))])
+def test_a_lesson_page_with_a_live_view_stays_within_its_weight(site_dir, edition, page_name):
+    page = site_dir / PREFIX[edition] / site.LESSONS / f"{page_name}.html"
+    size = page.stat().st_size
+    print(f"{page.relative_to(site_dir)}: {size / 1e6:.2f} MB")
+    assert size <= LIVE_PAGE_LIMIT_BYTES, (
+        f"{page.name} ({edition}) weighs {size / 1e6:.2f} MB, over the "
+        f"{LIVE_PAGE_LIMIT_BYTES / 1e6:.1f} MB a page with a live view may weigh")
