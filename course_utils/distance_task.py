@@ -7,7 +7,9 @@ token. The answer is the flagged symbol, so the information the model needs sits
 sequence is noise.
 
 Token ids: ``0 .. S-1`` ordinary symbols, ``S .. 2S-1`` their flagged twins, ``2S`` the
-query, with ``S = num_symbols``. Models read tokens ``(batch, seq_len)`` and return logits
+query, with ``S = num_symbols``. With ``flagged=False`` no position is flagged: the answer is
+the symbol exactly ``distance`` positions back, which only a model that knows positions can
+find (the lesson's counter-task). Models read tokens ``(batch, seq_len)`` and return logits
 ``(batch, num_symbols)`` for the last position (see ``course_utils.sequence_models``).
 """
 
@@ -21,6 +23,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import (
+    require_bool,
     require_callable,
     require_instance,
     require_int_in_range,
@@ -35,10 +38,12 @@ class DistanceTask:
 
     num_symbols: int = 32
     max_len: int = 101
+    flagged: bool = True
 
     def __post_init__(self):
         for name in ("num_symbols", "max_len"):
             require_int_in_range(name, getattr(self, name), 2)
+        require_bool("flagged", self.flagged)
 
     @property
     def vocab_size(self) -> int:
@@ -68,8 +73,8 @@ class DistanceTask:
             generator: optional ``torch.Generator`` for reproducible batches.
 
         Returns:
-            tokens ``(batch, seq_len)`` long, targets ``(batch,)`` long (the flagged
-            symbol) and distances ``(batch,)`` long.
+            tokens ``(batch, seq_len)`` long, targets ``(batch,)`` long (the symbol
+            ``distance`` back, flagged unless ``flagged=False``) and distances ``(batch,)`` long.
         """
         require_positive_int("batch_size", batch_size)
         seq_len = self.max_len if seq_len is None else seq_len
@@ -93,7 +98,8 @@ class DistanceTask:
         rows = torch.arange(batch_size)
         flag_positions = seq_len - 1 - distances  # (batch,)
         targets = tokens[rows, flag_positions]  # (batch,)
-        tokens[rows, flag_positions] += self.num_symbols  # the flagged twin
+        if self.flagged:
+            tokens[rows, flag_positions] += self.num_symbols  # the flagged twin
         tokens[:, -1] = self.query_token
         return tokens, targets, distances
 
@@ -117,13 +123,15 @@ def _require_task(task) -> None:
 def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: int = 64,
                  lr: float = 3e-3, min_distance: int = 1, max_grad_norm: float = 1.0,
                  generator: torch.Generator | None = None,
-                 after_steps: dict[int, Callable[[], None]] | None = None) -> list[float]:
+                 after_steps: dict[int, Callable[[], None]] | None = None,
+                 distance: int | None = None) -> list[float]:
     """Train ``model`` on ``steps`` fresh batches of ``task`` with ``training.fit``.
 
     Each batch has its own length, drawn log-uniformly from ``min_distance + 1 .. max_len``
     so that short and long sequences are equally common on a log scale, and each sequence
     its own distance in ``min_distance .. seq_len - 1``, so one run trains every distance
-    at once (``min_distance=50`` trains on long distances only). Gradients are clipped to
+    at once (``min_distance=50`` trains on long distances only); ``distance`` fixes one
+    distance for every sequence (an unflagged task needs it). Gradients are clipped to
     ``max_grad_norm``, the usual guard for recurrent networks. ``after_steps`` maps a step
     count to a function called once that many updates are done (to measure the model
     along the way); returns the loss of every step.
@@ -134,8 +142,11 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
     if min_distance >= task.max_len:
         raise ValueError(f"min_distance should be below max_len={task.max_len}, "
                          f"got {min_distance}")
+    if distance is not None:
+        require_int_in_range("distance", distance, 1, task.max_len - 1)
     after_steps = dict(after_steps or {})
-    log_lengths = (math.log(min_distance + 1), math.log(task.max_len + 1))
+    shortest = (min_distance if distance is None else distance) + 1
+    log_lengths = (math.log(shortest), math.log(task.max_len + 1))
 
     def loss_at_step(step):
         if step in after_steps:
@@ -143,7 +154,8 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
             model.train()
         seq_len = int(math.exp(torch.empty(()).uniform_(*log_lengths, generator=generator)))
         tokens, targets, _ = task.batch(batch_size, seq_len=min(seq_len, task.max_len),
-                                        min_distance=min_distance, generator=generator)
+                                        distance=distance, min_distance=min_distance,
+                                        generator=generator)
         return nn.functional.cross_entropy(model(tokens), targets)
 
     losses = fit(model, loss_at_step, steps, lr=lr, max_grad_norm=max_grad_norm)
@@ -172,12 +184,13 @@ def accuracy_by_distance(model: nn.Module, task: DistanceTask, distances: Sequen
 
 def learning_curve(build: Callable[[], nn.Module], task: DistanceTask, budgets: Sequence[int],
                    distances: Sequence[int], seed: int, min_distance: int = 1,
-                   samples: int = 128, lr: float = 5e-3) -> tuple[torch.Tensor, nn.Module]:
+                   samples: int = 128, lr: float = 5e-3,
+                   distance: int | None = None) -> tuple[torch.Tensor, nn.Module]:
     """Accuracy of one fresh ``build()`` model after each budget of training steps.
 
     The model is initialised under ``torch.manual_seed(seed)`` and trained once for
-    ``max(budgets)`` steps on batches drawn from ``seed`` (``min_distance`` as in
-    ``train_reader``); after each budget it answers the same ``samples`` sequences of
+    ``max(budgets)`` steps on batches drawn from ``seed`` (``min_distance`` and ``distance``
+    as in ``train_reader``); after each budget it answers the same ``samples`` sequences of
     ``max_len`` tokens per distance. Returns the accuracies ``(len(budgets),
     len(distances))`` and the trained model.
     """
@@ -194,7 +207,7 @@ def learning_curve(build: Callable[[], nn.Module], task: DistanceTask, budgets: 
             model, task, distances, samples=samples,
             generator=torch.Generator().manual_seed(10_000 + seed)))
 
-    train_reader(model, task, budgets[-1], lr=lr, min_distance=min_distance,
+    train_reader(model, task, budgets[-1], lr=lr, min_distance=min_distance, distance=distance,
                  generator=torch.Generator().manual_seed(seed),
                  after_steps={budget: measure(budget) for budget in budgets})
     return torch.stack([rows[budget] for budget in budgets]), model

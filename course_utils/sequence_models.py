@@ -47,7 +47,7 @@ class AttentionReader(nn.Module):
     """Embedding, one ``SelfAttention`` head, then a linear readout at the last position.
 
     No positional encoding: the layer cannot even tell how far away a token is, which
-    is the point here (lesson 07 adds order back). Shapes: tokens ``(batch, seq_len)``
+    is the point here (lesson 11 adds order back). Shapes: tokens ``(batch, seq_len)``
     -> x ``(batch, seq_len, d_model)`` -> output ``(batch, seq_len, d_model)`` and
     weights ``(batch, seq_len, seq_len)`` -> logits ``(batch, num_classes)``.
     """

@@ -58,3 +58,20 @@ def test_a_change_to_a_lessons_code_makes_its_audit_stale_and_prose_does_not(les
     assert audit.code_fingerprint(notebook) == before
     notebook.cells[3].source = "x = 2"
     assert audit.code_fingerprint(notebook) != before
+
+
+def test_a_twin_with_edition_specific_cells_is_audited_under_its_own_name():
+    from tools.editions import EDITION_SPECIFIC
+    from tools.lessons import lesson_paths
+
+    names = [audit.report_name(path) for path in audit.audited_paths()]
+    english = [path.name for path in lesson_paths("en")]
+    assert names[:len(english)] == english  # every English lesson, by its file name
+    twins = [path for path in audit.audited_paths() if path.name not in names[:len(english)]
+             or audit.report_name(path) != path.name]
+    assert twins, "lesson 12's Chinese twin trains on Chinese text and declares it"
+    for path in twins:
+        assert audit.report_name(path) == f"zh-CN/{path.name}"
+        assert any(EDITION_SPECIFIC in cell.metadata.get("tags", [])
+                   for cell in audit.read(path).cells)
+    assert "zh-CN/11_positions.ipynb" not in names  # a twin with the same numbers is not

@@ -59,6 +59,8 @@ NO_INPUT_TO_CHECK = {
     "course_utils.smollm2.SmolLM2Config",
     "course_utils.widgets.explorer.ComputationSteps",
     "course_utils.widgets.explorer.ExplorerState",
+    "course_utils.widgets.live.LiveState",
+    "course_utils.widgets.live.ReadableText",
     "course_utils.widgets.scaling.ScalingState",
 }
 

@@ -1,16 +1,21 @@
-"""The translated editions' prose renders as written: CommonMark (the rule JupyterLab, GitHub
-and the site follow) closes ``**`` after full-width punctuation only before a space or more
-punctuation, so ``**运行时间：**在`` shows its asterisks; the style guide puts the punctuation
-outside the bold (``**运行时间**：在``)."""
+"""The Chinese edition follows its style rules (CONTRIBUTING.zh-CN.md, 中文写作规范;
+tools/chinese_style.py). The prose is rendered with CommonMark, the rule JupyterLab, GitHub
+and the site follow: it closes ``**`` after full-width punctuation only before a space or
+more punctuation, so ``**运行时间：**在`` shows its asterisks and the style guide puts the
+punctuation outside the bold (``**运行时间**：在``). Printed strings and the catalogue are
+checked as the learner reads them, without markdown."""
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
+from tools import chinese_style as style
 from tools.lessons import TRANSLATED_EDITIONS, lesson_paths, read
 
 COMMONMARK = MarkdownIt("commonmark")
+WORDS = [("批次", "批量"), ("批大小", "批量大小"), ("融合内核", "融合算子"), ("token", "词元")]
 
 
 def unrendered_emphasis(markdown: str) -> list[str]:
@@ -36,3 +41,118 @@ def test_every_bold_span_of_the_translated_prose_renders(path):
             assert not unrendered_emphasis(cell.source), (
                 f"cell {number}: put full-width punctuation outside the bold: "
                 f"{unrendered_emphasis(cell.source)}")
+
+
+def base_rule(rule: str) -> str:
+    """The rule without its advice ("not the glossary's word (write 批量)")."""
+    return next(base for base in style.RULES if rule.startswith(base))
+
+
+def rules_broken(markdown: str) -> list[str]:
+    return [base_rule(rule) for rule, _ in style.markdown_problems(markdown, WORDS)]
+
+
+# (rule, text that breaks it, the same text written as the style guide asks)
+MARKDOWN_CASES = [
+    (style.RULE_MARKS, "**运行时间：**在 2 核 CPU 上", "**运行时间**：在 2 核 CPU 上"),
+    (style.RULE_MARKS, "可以读作*“它”收集到了什么*：", "可以读作“它”收集到了什么："),
+    (style.RULE_ITALIC, "填充位置的*查询*仍然会关注", "填充位置的**查询**仍然会关注"),
+    (style.RULE_ITALIC, "| 头 | *没有*角色 |\n|---|---|\n| 1 | 2 |",     # a table cell
+     "| 头 | 没有角色 |\n|---|---|\n| 1 | 2 |"),
+    (style.RULE_TIMES, "比有缩放时小 100 倍", "不到有缩放时的百分之一"),
+    (style.RULE_TIMES, "信号少了一百多倍", "信号不到原来的百分之一"),
+    (style.RULE_TIMES, "KV 缓存缩小 `num_heads / num_kv_heads` 倍",
+     "KV 缓存缩小为原来的 `num_kv_heads / num_heads`"),
+    (style.RULE_SECTION, "见 §5。", "见第 5 节。"),
+    (style.RULE_QUOTES, "它指向 '小猫'。", "它指向“小猫”。"),
+    (style.RULE_QUOTES, '动词汇集到了 "我有一个主语" 这一信息', "动词由此“得知”自己有主语"),
+    (style.RULE_BREAK, "每个笔记本都会在 CI 中重新运行，并逐个单元\n与保存的输出比对。",
+     "每个笔记本都会在 CI 中重新运行，并逐个单元与保存的输出比对。"),
+    (style.RULE_GLOSSARY, "由 64 条序列组成的批次", "由 64 条序列组成的批量"),
+    (style.RULE_GLOSSARY, "学习率 5e-3，批大小 64", "学习率 5e-3，批量大小 64"),
+    (style.RULE_GLOSSARY, "融合内核可以跳过整块", "融合算子可以跳过整块"),
+    (style.RULE_GLOSSARY, "改动一个 token 不会改变它之前的输出",
+     "改动一个词元不会改变它之前的输出"),
+    (style.RULE_MILLION, "它的 22.6 M 个参数", "它的 2260 万个参数"),
+]
+
+
+@pytest.mark.parametrize(("rule", "wrong", "right"), MARKDOWN_CASES,
+                         ids=[f"{rule.split()[0]}-{n}" for n, (rule, _, _) in
+                              enumerate(MARKDOWN_CASES)])
+def test_each_rule_flags_the_wrong_text_and_passes_the_rewrite(rule, wrong, right):
+    assert rules_broken(wrong) == [rule]
+    assert rules_broken(right) == []
+
+
+@pytest.mark.parametrize("text", [
+    "`(batch, seq_len)` 中的 **词元（token）**，以及 `tokens[:, k]`",      # code, a gloss
+    "之比增长了十倍，是它的 3 倍，至少 2 倍",                                # not 小 N 倍
+    "两句 `a ** b` 与 $q \\cdot k / \\sqrt{d_k} * 2$",                      # code, math
+    "SmolLM2-135M 的权重占 1.5 MiB；第 05 课的 [PAD] 与 [MASK]",
+    "以 \"round\" 而不是 \"playful\" 结尾",                                  # English quoted
+    "每个笔记本都会在 CI 中运行。\n\nIt is one line.\nAnother line.",       # breaks in English
+    "```python\nx = 1  # 一行\n# 注释\n```",                                # a code block
+])
+def test_what_the_rules_allow_is_not_flagged(text):
+    assert rules_broken(text) == []
+
+
+def test_printed_strings_are_checked_as_printed():
+    source = ('print(f"第 {i} 个 token：{tokens[i]!r}")\n'
+              'label = "*未缩放*"\nprint(example.tokens[k], "\'最大权重\'", "“最大权重”")\n'
+              '%time run()\n')
+    found = [base_rule(rule) for text in style.string_literals(source)
+             for rule, _ in style.printed_text_problems(text, WORDS)]
+    assert sorted(found) == sorted([style.RULE_GLOSSARY, style.RULE_ITALIC, style.RULE_QUOTES])
+
+
+def test_a_notebook_violation_names_file_cell_text_and_rule(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# 第 03 课"),
+                      nbformat.v4.new_markdown_cell("信号比有缩放时小 100 倍。"),
+                      nbformat.v4.new_code_cell('print("整个批次")')]
+    path = tmp_path / "03_x.ipynb"
+    nbformat.write(notebook, path)
+    assert [str(problem) for problem in style.notebook_problems(path, WORDS)] == [
+        f"{path} cell 2: {style.RULE_TIMES}: '小 100 倍'",
+        f"{path} cell 3: {style.RULE_GLOSSARY} (write 批量): '整个批次'"]
+
+
+def test_the_glossary_lists_the_words_not_to_use():
+    assert set(WORDS) <= set(style.avoided_words())
+
+
+def _problems_by_rule(problems, rule):
+    return "\n".join(str(problem) for problem in problems if problem.rule.startswith(rule))
+
+
+RULE_IDS = {style.RULE_MARKS: "marks", style.RULE_ITALIC: "italics", style.RULE_TIMES: "times",
+            style.RULE_SECTION: "section", style.RULE_QUOTES: "quotes",
+            style.RULE_BREAK: "line-breaks", style.RULE_GLOSSARY: "glossary",
+            style.RULE_MILLION: "millions"}
+LESSON_RULES = [(path, rule) for path in lesson_paths("zh-CN") for rule in style.RULES]
+
+
+@pytest.fixture(scope="module")
+def lesson_problems():
+    words = style.avoided_words()
+    return {path: style.notebook_problems(path, words) for path in lesson_paths("zh-CN")}
+
+
+@pytest.mark.parametrize(("path", "rule"), LESSON_RULES,
+                         ids=[f"{path.stem[:2]}-{RULE_IDS[rule]}" for path, rule in LESSON_RULES])
+def test_each_chinese_lesson_follows_each_style_rule(lesson_problems, path, rule):
+    found = _problems_by_rule(lesson_problems[path], rule)
+    assert not found, "\n" + found
+
+
+@pytest.mark.parametrize("path", style.DOCUMENTS, ids=lambda path: path.name)
+def test_each_chinese_document_follows_the_style_rules(path):
+    found = "\n".join(str(problem) for problem in style.document_problems(path))
+    assert not found, "\n" + found
+
+
+def test_the_catalogue_follows_the_style_rules():
+    found = "\n".join(str(problem) for problem in style.catalogue_problems())
+    assert not found, "\n" + found

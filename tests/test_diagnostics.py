@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import textwrap
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import diagnostics as d
+from course_utils import text_layout
 from course_utils.attention import MultiHeadAttention, SelfAttention, scaled_dot_product_attention
 from course_utils.attention_bugs import (
     BUGS,
@@ -21,7 +21,6 @@ from course_utils.attention_bugs import (
     torch_attention,
 )
 from course_utils.diagnostics.registry import probe, registered
-from course_utils.diagnostics.wrap import display_width, fill
 from course_utils.language import set_language
 from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
 
@@ -453,7 +452,8 @@ def test_in_chinese_every_finding_reads_chinese_with_the_same_numbers(name):
 def test_chinese_report_lines_stay_within_100_columns(chinese):
     report = d.diagnose(next(b for b in BUGS if b.caught_by == d.SHAPES).build())
     for line in str(report).splitlines()[1:]:
-        assert display_width(line) <= 102, line  # a closing punctuation mark may overhang
+        # a closing punctuation mark may overhang
+        assert text_layout.display_width(line) <= 102, line
 
 
 def test_the_english_report_is_unchanged_by_the_chinese_edition():
@@ -483,18 +483,6 @@ def test_a_probe_name_or_place_cannot_be_registered_twice(name, order, words):
     with pytest.raises(ValueError, match=words):
         probe(name, order)(lambda probing: None)
     assert d.PROBES == tuple(p.name for p in registered())
-
-
-def test_wrapping_counts_wide_characters_twice_and_never_cuts_a_number():
-    assert display_width("ab") == 2 and display_width("注意力") == 6
-    english = "word " * 30
-    assert fill(english, "> ", width=40) == textwrap.fill(english, 40, initial_indent="> ",
-                                                          subsequent_indent="  ")
-    chinese = "权重" * 20 + " 123456789 " + "权重" * 20
-    lines = fill(chinese, "> ", width=30).splitlines()
-    assert all(display_width(line) <= 30 for line in lines)
-    assert any("123456789" in line for line in lines)
-    assert all(line.startswith("  ") for line in lines[1:])
 
 
 def _attention_with(fill=float("-inf"), dropout=None, edit=None):
@@ -610,11 +598,4 @@ BAD_INPUTS = [
                  ("weights", "torch.Tensor", "list"), id="score_asymmetry: a list"),
     pytest.param(d.score_asymmetry, (torch.full((2, 3), 1 / 3),), {}, ValueError,
                  ("square", "(2, 3)"), id="score_asymmetry: not square"),
-    pytest.param(display_width, (3,), {}, TypeError, ("text", "str", "int"),
-                 id="display_width: an int"),
-    pytest.param(fill, (["a"], "head: "), {}, TypeError, ("message", "str", "list"),
-                 id="fill: a list"),
-    pytest.param(fill, ("a", None), {}, TypeError, ("head", "str", "None"), id="fill: no head"),
-    pytest.param(fill, ("a", "head: "), {"width": 0}, ValueError, ("width", "positive", "0"),
-                 id="fill: width 0"),
 ]

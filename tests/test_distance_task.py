@@ -47,6 +47,15 @@ def test_min_distance_draws_only_long_distances():
     assert torch.equal(tokens[torch.arange(2000), 11 - distances] - task.num_symbols, targets)
 
 
+
+def test_unflagged_answers_are_the_symbol_exactly_distance_back():
+    task = DistanceTask(num_symbols=4, max_len=12, flagged=False)
+    tokens, targets, distances = task.batch(500, distance=3, generator=generator())
+    context = tokens[:, :-1]
+    assert (context < task.num_symbols).all()  # no flagged twin anywhere
+    assert torch.equal(tokens[:, -1 - 3], targets)
+    assert (tokens[:, -1] == task.query_token).all() and (distances == 3).all()
+
 def test_show_marks_flag_and_query():
     task = DistanceTask(num_symbols=3, max_len=5)
     assert task.show(torch.tensor([0, 4, 2, 1, 6])) == "0 [1] 2 1 ?"
@@ -127,6 +136,10 @@ def test_train_reader_with_min_distance_only_sees_long_sequences(monkeypatch):
     train_reader(AttentionReader(task.vocab_size, 4, d_model=4), task, steps=20,
                  min_distance=8, generator=generator())
     assert min(lengths) >= 9 and min(distances) >= 8
+    lengths.clear(), distances.clear()
+    train_reader(AttentionReader(task.vocab_size, 4, d_model=4), task, steps=20,
+                 distance=3, generator=generator())
+    assert min(lengths) >= 4 and set(distances) == {3}
 
 
 @pytest.mark.parametrize(
@@ -134,6 +147,7 @@ def test_train_reader_with_min_distance_only_sees_long_sequences(monkeypatch):
     [
         ({"steps": 0}, ValueError, "steps should be a positive int, got 0"),
         ({"steps": 2, "min_distance": 8}, ValueError, "min_distance should be below max_len=8"),
+        ({"steps": 2, "distance": 8}, ValueError, "distance should be an int in 1..7"),
     ],
 )
 def test_train_reader_rejects_bad_arguments(kwargs, error, message):
@@ -166,6 +180,8 @@ _TASK = distance_module.DistanceTask(num_symbols=4, max_len=8)
 BAD_INPUTS = [
     pytest.param(distance_module.DistanceTask, (), {"num_symbols": 1}, ValueError,
                  ("num_symbols", "int >= 2", "got 1"), id="DistanceTask: one symbol"),
+    pytest.param(distance_module.DistanceTask, (), {"flagged": 1}, TypeError,
+                 ("flagged", "True or False", "int"), id="DistanceTask: flagged an int"),
     pytest.param(_TASK.batch, (2,), {"seq_len": 9}, ValueError,
                  ("seq_len", "2..8", "got 9"), id="batch: too long"),
     pytest.param(distance_module.train_reader, (torch.nn.Linear(1, 1), "task", 1), {}, TypeError,

@@ -81,6 +81,20 @@ def test_outputs_nbval_does_not_compare_may_hold_other_numbers_in_the_twin():
     assert editions.compare(english, chinese) == []
 
 
+def test_cells_both_twins_declare_edition_specific_may_hold_other_numbers():
+    english = _notebook(("md", "# Lesson 12"),
+                        ("code", 'text = load_text("shakespeare")\nprint(len(text))', "420000\n"))
+    chinese = _notebook(("md", "# 第 12 课"),
+                        ("code", 'text = load_text("tang_poems")\nprint(len(text))', "214000\n"))
+    assert "different numbers" in editions.compare(english, chinese)[0]
+    english.cells[1].metadata["tags"] = [editions.EDITION_SPECIFIC]
+    assert "tags differ" in editions.compare(english, chinese)[0]  # both twins must declare it
+    chinese.cells[1].metadata["tags"] = [editions.EDITION_SPECIFIC]
+    assert editions.compare(english, chinese) == []
+    chinese.cells[1].source = 'text = load_text("tang_poems")\nprint(len(text) + 1)'
+    assert "code differs" in editions.compare(english, chinese)[0]  # the code still must match
+
+
 def test_package_text_in_the_course_language_may_differ_when_the_numbers_match():
     english = _notebook(("md", "# Lesson 05"), ("code", "ex.check(f)", "✓ Correct: 'f' works\n"))
     chinese = _notebook(("md", "# 第 05 课"), ("code", "ex.check(f)", "✓ 正确：「f」通过\n"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import random
 import re
 from pathlib import Path
@@ -143,6 +145,142 @@ def test_mutation_tables_wrong_rejected_with_their_message_right_accepted(exerci
         assert_incorrect(exercise, answer, words)
 
 
+
+def _in_another_kind(value, kind: str):
+    """``value`` (a reference's result) as a learner might return the same answer."""
+    if isinstance(value, (tuple, list)):
+        items = [_in_another_kind(item, kind) for item in value]
+        return items if kind == "a list for a tuple" or isinstance(value, list) else tuple(items)
+    if kind == "float64 from float32" and isinstance(value, torch.Tensor) \
+            and value.dtype == torch.float32:
+        return value.double()
+    if kind == "numpy scalars" and isinstance(value, (bool, int, float)):
+        return {bool: np.bool_, int: np.int64, float: np.float64}[type(value)](value)
+    if kind == "0-d tensors" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(value)
+    return value
+
+
+ANSWER_KINDS = ("float64 from float32", "numpy scalars", "0-d tensors", "a list for a tuple")
+
+
+@pytest.mark.parametrize("kind", ANSWER_KINDS)
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_checker_accepts_the_right_answer_in_any_kind_a_learner_returns(key, kind):
+    """A class of right answers no table has to list: the reference's result in float64 (from
+    float32 inputs), as NumPy scalars, as 0-d tensors, as a list where a tuple is expected."""
+    reference = EXERCISES[key].reference
+
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        return _in_another_kind(reference(*args, **kwargs), kind)
+
+    assert_correct(EXERCISES[key], answer)
+
+
+def _in_float16(value):
+    if isinstance(value, (tuple, list)):
+        return type(value)(_in_float16(item) for item in value)
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.half()
+    return value
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_a_right_answer_in_float16_is_accepted_or_told_it_is_the_precision(key):
+    """The class "right formula, half precision": a checker that looks for known mistakes must
+    not read float16 rounding as one of them (the message names the dtype instead)."""
+    reference = EXERCISES[key].reference
+
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        return _in_float16(reference(*args, **kwargs))
+
+    verdict = EXERCISES[key].evaluate(answer)
+    assert verdict.status == CORRECT or (
+        verdict.status == INCORRECT and "significant digits" in verdict.message), str(verdict)
+
+
+def _recording(reference, calls: list):
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        calls.append((args, kwargs))
+        return reference(*args, **kwargs)
+    return answer
+
+
+def _deep_clone(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_deep_clone(item) for item in value)
+    return value
+
+
+def _write_into(value) -> bool:
+    """Change every tensor of ``value`` in place; True if there was one."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype == torch.bool:
+            value.logical_not_()
+        else:
+            value.add_(1)
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return any([_write_into(item) for item in value])
+    return False
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_checker_rejects_a_right_answer_that_writes_into_its_arguments(key):
+    """The class "modifies its input in place": the right result, but the caller's tensors are
+    changed (a learner's scores.masked_fill_, x += ...)."""
+    reference, wrote = EXERCISES[key].reference, []
+
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        result = _deep_clone(reference(*args, **kwargs))
+        wrote.append(any([_write_into(value) for value in (*args, *kwargs.values())]))
+        return result
+
+    verdict = EXERCISES[key].evaluate(answer)
+    if not any(wrote):
+        assert verdict.status == CORRECT, str(verdict)  # no tensor argument to write into
+    else:
+        assert verdict.status == INCORRECT and "in place" in verdict.message, str(verdict)
+
+
+def _same_arguments(first, second) -> bool:
+    if isinstance(first, torch.Tensor) or isinstance(second, torch.Tensor):
+        return (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)
+                and first.shape == second.shape and first.dtype == second.dtype
+                and bool((first == second).all()))
+    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)):
+        return len(first) == len(second) and all(map(_same_arguments, first, second))
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(
+            _same_arguments(first[name], second[name]) for name in first)
+    return type(first) is type(second) and first == second if not callable(first) else (
+        first is second)
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES))
+def test_every_checker_rejects_an_answer_hard_coded_to_its_first_input(key):
+    """The class "right only for the one input the checker uses": an answer that returns, for
+    every call, what the right answer returns for the checker's first call. A checker must try
+    a second input with another answer (exercises without arguments excepted)."""
+    exercise, calls = EXERCISES[key], []
+    if not inspect.signature(exercise.reference).parameters:
+        pytest.skip("the answer takes no input (the learner's own sentence or query)")
+    assert_correct(exercise, _recording(exercise.reference, calls))
+    assert not all(_same_arguments(calls[0], call) for call in calls[1:]), (
+        f"{key}: the checker tries one input only")
+    first = exercise.reference(*calls[0][0], **calls[0][1])
+    verdict = exercise.evaluate(lambda *args, **kwargs: first)
+    assert verdict.status == INCORRECT, str(verdict)
+
+
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # Four English words in a row: a sentence left untranslated (identifiers have _ . or digits).
 ENGLISH_RUN = re.compile(r"\b[A-Za-z]+(?: [A-Za-z]+){3,}\b")
@@ -223,7 +361,7 @@ def test_an_error_of_the_learners_code_is_reported_as_theirs():
     assert verdict.status == INCORRECT and "your code raised IndexError" in verdict.message
 
 
-def test_the_learner_gets_clones_so_in_place_edits_cannot_move_the_expected_values():
+def test_the_learner_gets_clones_and_writing_into_an_argument_is_named():
     original = torch.ones(3)
 
     def checker(answer):
@@ -231,7 +369,22 @@ def test_the_learner_gets_clones_so_in_place_edits_cannot_move_the_expected_valu
         if not torch.equal(original, torch.ones(3)):
             raise Incorrect("the checker's tensor was modified")
 
-    assert_correct(Exercise("in place", checker, lambda t: t.mul_(2)), lambda t: t.mul_(2))
+    exercise = Exercise("in place", checker, lambda t: t * 2)
+    assert_correct(exercise, lambda t: t * 2)
+    assert_correct(exercise, lambda t: t.clone().mul_(2))  # its own copy may change
+    assert_incorrect(exercise, lambda t: t.mul_(2), "changed its argument t in place")
+    assert_incorrect(exercise, lambda *ts: ts[0].mul_(2), "changed its argument #1 in place")
+    assert torch.equal(original, torch.ones(3))
+    lengths = [3, 1, 2]
+    in_a_list = Exercise("list", lambda answer: attempt(answer, lengths), sorted)
+    assert_correct(in_a_list, sorted)
+    assert_incorrect(in_a_list, lambda lengths: lengths.sort() or lengths,
+                     "changed its argument lengths in place")
+    assert_incorrect(in_a_list, lambda lengths: lengths.append(0) or lengths,
+                     "the caller's list changes too")
+    assert lengths == [3, 1, 2]
+    nan = torch.tensor([float("nan"), 1.0])
+    assert_correct(Exercise("NaN kept", lambda answer: attempt(answer, nan), abs), abs)
 
 
 @pytest.mark.parametrize(

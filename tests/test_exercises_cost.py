@@ -154,6 +154,19 @@ def _merge_keeping_the_second_max(a, b):
     return b[0], a[1] * scale_a + b[1], a[2] * scale_a + b[2]
 
 
+def _merge_assuming_b_larger(a, b):  # right max, but only a is rescaled, to b's max
+    new_max = torch.maximum(a[0], b[0])
+    scale_a = torch.exp(a[0] - b[0])
+    return new_max, a[1] * scale_a + b[1], a[2] * scale_a + b[2]
+
+
+_REMEMBERED = {}
+
+
+def _first_merge_remembered(a, b):  # right for the checker's first pair of states only
+    return _REMEMBERED.setdefault("merge", merge_partials.reference(a, b))
+
+
 MERGE_WRONG = [
     ("no rescaling", _merge_without_rescaling, "added the two sums as they are"),
     ("normalised", _merge_normalised, "out should stay unnormalised"),
@@ -167,12 +180,14 @@ MERGE_WRONG = [
      "only about 3 significant digits"),
     ("NaN", lambda a, b: tuple(t * float("nan") for t in merge_partials.reference(a, b)),
      "contains NaN"),
+    ("a's sum and out rescaled in place", _merge_in_place, "changed its argument a in place"),
+    ("b assumed to hold the larger max", _merge_assuming_b_larger, "as if that one were always"),
+    ("the first merge remembered", _first_merge_remembered, "the merged max should be the larger"),
 ]
 
 MERGE_RIGHT = [
     ("addcmul", _merge_through_the_online_update),
     ("torch.where", _merge_with_where),
-    ("in place on the learner's tensors", _merge_in_place),
     ("in float32", _merge_in_float32),
     ("a list, not a tuple", lambda a, b: list(merge_partials.reference(a, b))),
 ]

@@ -36,6 +36,10 @@ def attention(transpose=(-2, -1), scale_of=lambda q: q.shape[-1], fill=NEG_INF,
     return answer
 
 
+def in_float16(q, k, v, mask=None):  # the fix, its results returned in float16
+    return tuple(t.half() for t in attention()(q, k, v, mask=mask))
+
+
 def no_mask(q, k, v, mask=None):
     weights = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
     return weights @ v, weights
@@ -130,6 +134,9 @@ RIGHT = [("einsum, manual softmax, torch.where", einsum_manual_softmax),
 MUTATIONS = {
     fix_encoder_attention: Mutations(
         wrong=[
+            ("the fix, returned in float16",
+             in_float16,
+             "only about 3 significant digits"),
             ("the buggy code as given", buggy_encoder_attention,
              "columns of the weights sum to 1"),
             ("softmax fixed, mask still inverted", attention(masked_where=lambda m: m),
@@ -148,13 +155,16 @@ MUTATIONS = {
             ("mask ignored", no_mask, "never reaches the scores"),
             ("output only", output_only, "returned one tensor of shape"),
             ("weights transposed before @ v", weights_transposed, "it raised RuntimeError"),
-            ("the caller's q scaled in place", scales_callers_q, "the caller's q had changed"),
+            ("the caller's q scaled in place", scales_callers_q, "changed its argument q in place"),
             ("a finite fill of -1e4", attention(fill=-1e4), "filled with a finite"),
         ],
         right=RIGHT,
     ),
     fix_half_precision_attention: Mutations(
         wrong=[
+            ("the fix, returned in float16",
+             in_float16,
+             "only about 3 significant digits"),
             ("the buggy code as given", buggy_half_precision_attention,
              "does not fit in float16"),
             ("transpose fixed, -1e9 kept", attention(fill=-1e9), "does not fit in float16"),
@@ -173,7 +183,7 @@ MUTATIONS = {
             # can fall below it, the same mistake as -1e9 the other way round.
             ("float16's min -65504 hard-coded", attention(fill=-65504.0),
              "filled with a finite"),
-            ("the caller's q scaled in place", scales_callers_q, "the caller's q had changed"),
+            ("the caller's q scaled in place", scales_callers_q, "changed its argument q in place"),
         ],
         right=RIGHT,
     ),

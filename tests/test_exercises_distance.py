@@ -89,6 +89,8 @@ MUTATIONS = {
     cnn_path_lengths: Mutations(
         wrong=[
             ("rounded down", lambda n, w: distance_matrix(n) // reach(w), "you rounded down"),
+            ("kernel_size 3 of the first call written in",
+             lambda n, w: distance_matrix(n) // reach(3), "cnn_path_lengths(10, kernel_size=5)"),
             ("divided by kernel_size", lambda n, w: -(-distance_matrix(n) // w),
              "reaches (kernel_size - 1) // 2"),
             ("divided by kernel_size - 1", lambda n, w: -(-distance_matrix(n) // (w - 1)),
@@ -133,6 +135,8 @@ MUTATIONS = {
             ("integer dtype", lambda w, max_k: _norms(w, range(max_k + 1)).long(),
              "floating-point"),
             ("NaN", _gradient_with_a_nan, "contains NaN"),
+            ("max_k of the first call written in", lambda w, max_k: _norms(w, range(7)),
+             "gradient_through_linear_rnn(w, max_k=3) should have shape (4,), got (7,)"),
             ("float16", lambda w, max_k: gradient_through_linear_rnn.reference(w, max_k).half(),
              "only about 3 significant digits"),
         ],

@@ -72,6 +72,9 @@ SPLIT = Mutations(
          lambda x, h: x.view(x.shape[0], x.shape[1], h, _d_k(x, h)).transpose(2, 3),
          "should have shape (2, 3, 5, 4), got (2, 5, 4, 3)"),
         ("a list of heads", lambda x, h: list(x.chunk(h, dim=-1)), "torch.Tensor, got list"),
+        ("d_k = 4 of the first call written in",
+         lambda x, h: x.view(x.shape[0], x.shape[1], h, 4).transpose(1, 2),
+         "your code raised RuntimeError"),
         ("int dtype", lambda x, h: attention.split_heads(x, h).long(), "floating-point"),
     ],
     right=[
@@ -96,6 +99,8 @@ MERGE = Mutations(
         ("transpose only", lambda x: x.transpose(1, 2), "concatenated into one feature axis"),
         ("averaged the heads", lambda x: x.mean(dim=1), "should have shape (2, 5, 12)"),
         ("flatten heads and positions", lambda x: x.flatten(1, 2), "should have shape (2, 5, 12)"),
+        ("sizes of the first x hard-coded", lambda x: x.transpose(1, 2).reshape(2, 5, 12),
+         "for x (3, 4, 2, 5) should have shape (3, 2, 20)"),
     ],
     right=[
         ("cat of the heads", lambda x: torch.cat(x.unbind(dim=1), dim=-1)),
@@ -250,6 +255,8 @@ COUNT = Mutations(
         ("one head only", lambda d, h, bias=True: 4 * d * (d // h) + 4 * (d // h) * bias,
          "one head's share"),
         ("one bias", lambda d, h, bias=True: 4 * d * d + d * bias, "its own bias"),
+        ("W_O's bias forgotten", lambda d, h, bias=True: 4 * d * d + 3 * d * bias,
+         "W_O has a bias too"),
         ("a string", lambda d, h, bias=True: "2362368", "should be a number"),
         ("NaN", lambda d, h, bias=True: float("nan"), "not a finite number"),
     ],

@@ -118,6 +118,8 @@ MASK_WRONG = [
      "masked the padded *queries*"),
     ("diagonal blocked", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
      & _keys(lengths, n), "keep the diagonal"),
+    ("padding on the left", lambda lengths, n: causal_mask(n)
+     & padding_mask(lengths, max_len=n).flip(-1)[:, None], "a padded key is allowed"),
 ]
 
 MASK_RIGHT = [
@@ -239,13 +241,29 @@ WEIGHTS_WRONG = [
     ("softmax output changed in place", _softmax_output_changed_in_place, "backward pass fails"),
     ("detached", lambda s, m: safe_weights.reference(s, m).detach(), "no gradient"),
     ("bool weights", lambda s, m: safe_weights.reference(s, m) > 0.1, "floating-point"),
+    ("-1e4 fill, empty rows zeroed", lambda scores, mask: torch.softmax(
+        scores.masked_fill(~mask, -1e4), dim=-1) * mask.any(dim=-1, keepdim=True),
+     "a finite fill such as -20 or -1e4 is above all of them"),
+    ("scores multiplied by the mask", lambda s, m: torch.softmax(s * m, dim=-1),
+     "multiplied the scores by the mask"),
+    ("scores multiplied by the mask, then the weights",
+     lambda s, m: torch.softmax(s * m, dim=-1) * m, "multiplied the scores by the mask"),
+    ("the caller's scores filled in place", _in_place, "changed its argument scores in place"),
 ]
 
+def _where_throughout(scores, mask):
+    mask = mask.expand_as(scores)
+    has_key = mask.any(dim=-1, keepdim=True)
+    scores = torch.where(mask, scores, torch.tensor(float("-inf")))
+    scores = torch.where(has_key, scores, torch.zeros_like(scores))  # no row of only -inf
+    return torch.where(has_key, torch.softmax(scores, dim=-1), torch.zeros_like(scores))
+
+
 WEIGHTS_RIGHT = [
+    ("torch.where throughout", _where_throughout),
     ("finfo.min fill, then times the mask", _finite_fill_then_zero_rows),
     ("manual softmax with the max", _manual_with_max),
     ("float64 and torch.where", _float64_where),
-    ("in-place on the learner's tensors", _in_place),
     ("course_utils attention with identity values", lambda s, m: scaled_dot_product_attention(
         s, torch.eye(s.shape[-1]), torch.eye(s.shape[-1]), mask=m, scale=1.0)[1]),
     ("in place on a copy of the weights", _in_place_on_the_softmax),

@@ -215,6 +215,9 @@ MUTATIONS = {
             ("degrees", _degrees, "degrees"),
             ("adds the angle", _not_a_rotation, "not a rotation"),
             ("one output", _one_output, "two tensors"),
+            ("float16 pair", lambda x1, x2, position, frequency: tuple(
+                t.half() for t in _turned(x1, x2, position * frequency)),
+             "only about 3 significant digits"),
         ],
         right=[
             ("rotation matrix", _rotation_matrix),

@@ -104,6 +104,8 @@ def _int_weights(x, attention_mask, attn, head):
 
 
 ONE_HEAD_WRONG = [
+    ("float16 weights", lambda x, m, attn, head: one_head_weights.reference(x, m, attn, head)
+     .half(), "only about 3 significant digits"),
     ("no scale", _wrong_head(scale=lambda attn: 1.0), "did not scale"),
     ("sqrt(d_model)", _wrong_head(scale=lambda attn: 1 / math.sqrt(attn.d_model)),
      "1/sqrt(d_model)"),

@@ -40,9 +40,27 @@ def _manual_softmax(q, k, v):
 
 
 def _in_place(q, k, v):
-    q.div_(math.sqrt(q.shape[-1]))  # the learner's own copy: the checker handed over clones
+    q.div_(math.sqrt(q.shape[-1]))  # right numbers, but the caller's q is scaled too
     weights = (q @ k.T).softmax(-1)
     return weights @ v, weights
+
+
+def _scaled_copy(q, k, v):
+    q = q.clone()
+    q /= math.sqrt(q.shape[-1])  # in place on its own copy: the caller's q is untouched
+    weights = (q @ k.T).softmax(-1)
+    return weights @ v, weights
+
+
+_FIRST_CASE = {}
+
+
+def _hard_coded(q, k, v):  # right for the first q, k, v the checker draws, then repeated
+    return _FIRST_CASE.setdefault("result", _attention(q, k, v))
+
+
+def _hard_coded_projection(x, w_q, w_k, w_v):
+    return _FIRST_CASE.setdefault("projection", (x @ w_q, x @ w_k, x @ w_v))
 
 
 def _float64(q, k, v):
@@ -84,6 +102,7 @@ MUTATIONS = {
              "v (n, d_v) should have shape (3, 4), got (3, 5)"),
             ("integer result", lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_k, (x @ w_v).long()),
              "floating-point"),
+            ("hard-coded to the first X", _hard_coded_projection, "values are off"),
         ],
         right=[
             ("einsum", lambda x, w_q, w_k, w_v: tuple(torch.einsum("nd,de->ne", x, w)
@@ -118,10 +137,14 @@ MUTATIONS = {
             ("weights and output in float16",
              lambda q, k, v: tuple(t.half() for t in attention_from_qkv.reference(q, k, v)),
              "only about 3 significant digits"),
+            ("q scaled in place", _in_place, "changed its argument q in place"),
+            ("scaled by sqrt(n_k)", lambda q, k, v: _attention(q, k, v, 1 / math.sqrt(k.shape[0])),
+             "sqrt(n_k)"),
+            ("hard-coded to the first q, k, v", _hard_coded, "values are off"),
         ],
         right=[
             ("manual softmax", _manual_softmax),
-            ("in-place scaling of q", _in_place),
+            ("scaled copy of q", _scaled_copy),
             ("float64", _float64),
             ("einsum", _einsum),
             ("torch's own attention for the output", _torch_output),

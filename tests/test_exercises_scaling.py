@@ -131,7 +131,7 @@ def _nan_to_num_float64(w):
 
 
 def _in_place_with_epsilon(w):
-    w.add_(1e-12)  # the learner's own copy: changing it is allowed
+    w.add_(1e-12)  # the caller's weights change too
     return -(w * torch.log(w)).sum(-1)
 
 
@@ -216,6 +216,10 @@ MUTATIONS = {
     entropy_of_rows: Mutations(
         wrong=[
             ("log base 2", _log_base_2, "log base 2"),
+            ("log base 10", lambda w: -(w * torch.log10(w.clamp_min(1e-30))).sum(-1),
+             "log base 10"),
+            ("normalised by log n_k", lambda w: -(w * torch.log(w.clamp_min(1e-30))).sum(-1)
+             / math.log(w.shape[-1]), "divided by log n_k"),
             ("no minus sign", _no_minus_sign, "minus sign"),
             ("0 · log 0 = NaN", _nan_on_zero_weights, "0 · log 0 counts as 0"),
             ("sum over dim 0", _summed_over_the_batch, "should have shape (2, 3)"),
@@ -224,12 +228,13 @@ MUTATIONS = {
             ("unweighted logs", _unweighted_logs, "without weighting each term by p"),
             ("int result", lambda w: torch.zeros(w.shape[:-1], dtype=torch.long),
              "floating-point"),
+            ("epsilon added in place", _in_place_with_epsilon, "changed its argument w in place"),
         ],
         right=[
             ("torch.special.entr", _special_entr),
             ("Categorical.entropy", _categorical),
             ("float64 with nan_to_num", _nan_to_num_float64),
-            ("in place, with an epsilon", _in_place_with_epsilon),
+            ("xlogy", lambda w: -torch.special.xlogy(w, w).sum(dim=-1)),
         ],
     ),
     jacobian_of_softmax: Mutations(

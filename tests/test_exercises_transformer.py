@@ -72,7 +72,7 @@ def _returns_weights(block, x):
 
 
 def _in_place(block, x):
-    x += _attn(block, block.norm1(x))  # the learner's own (cloned) tensor
+    x += _attn(block, block.norm1(x))  # right numbers, but the caller's x changes too
     x += block.ffn(block.norm2(x))
     return x
 
@@ -201,9 +201,18 @@ def _equivariance_as_0d_tensor(fn, x, perm):
     return torch.isclose(fn(x[:, perm]), fn(x)[:, perm]).all()  # a 0-d bool tensor
 
 
+_REMEMBERED = {}
+
+
+def _first_output_remembered(block, x):  # right for the checker's first x only
+    return _REMEMBERED.setdefault("output", _pre_ln_block_reference(block, x))
+
+
 MUTATIONS = {
     pre_ln_block: Mutations(
         wrong=[
+            ("the first output remembered", _first_output_remembered,
+             "should have shape (3, 4, 16)"),
             ("post-LN order", _post_ln, "post-LN order"),
             ("normalised residual", _normalised_residual, "residual adds the normalised x"),
             ("no residual", _no_residual, "no residual connection"),
@@ -219,9 +228,9 @@ MUTATIONS = {
             ("bfloat16 block", _bfloat16_module, "torch.bfloat16, which keeps only"),
             ("integer output", lambda block, x: _pre_ln_block_reference(block, x).long(),
              "floating-point"),
+            ("x += in place", _in_place, "changed its argument x in place"),
         ],
         right=[
-            ("in place on x", _in_place),
             ("explicit q, k, v and FFN by hand", _explicit_qkv_and_ffn_by_hand),
             ("LayerNorm by hand", _layer_norm_by_hand),
             ("sublayers in a loop", _sublayers_in_a_loop),
@@ -230,6 +239,9 @@ MUTATIONS = {
     ),
     is_permutation_equivariant: Mutations(
         wrong=[
+            ("the input permuted twice",
+             lambda fn, x, perm: torch.allclose(fn(x[:, perm][:, perm]), fn(x)[:, perm]),
+             "permuted the same way"),
             ("output not permuted",
              lambda fn, x, perm: torch.allclose(fn(x[:, perm]), fn(x)), "permuted the same way"),
             ("exact comparison",
@@ -289,6 +301,10 @@ MUTATIONS = {
              "should have shape"),
             ("integer dtype", _integer_table, "floating-point"),
             ("NaN", _with_nan, "contains NaN"),
+            ("float16 table", lambda n, d: sinusoidal.reference(n, d).half(),
+             "only about 3 significant digits"),
+            ("d_model = 16 of the first call written in",
+             lambda n, d: _table(n, 16, torch.sin, torch.cos)[:, :d], "when d_model=10"),
         ],
         right=[
             ("float64 via exp and log", _float64_exp_log),

@@ -375,3 +375,60 @@ def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys, ed
         assert median <= LATENCY_TARGET_MS, f"median click-to-update latency {median:.1f} ms"
     finally:
         visit.close()
+
+
+# --- the live view (course_utils.widgets.live) on the static site -----------------------------
+
+def _live_view_pages() -> list:
+    """(edition, page name) of every lesson whose stored outputs hold a live view."""
+    found = []
+    for edition in EDITIONS:
+        for name, path in zip(site._lesson_names(edition), lesson_paths(edition), strict=True):
+            if "data-live-model" in path.read_text(encoding="utf-8"):
+                found.append((edition, name))
+    return found
+
+
+@pytest.mark.parametrize(("edition", "page_name"), _live_view_pages() or [pytest.param(
+    None, None, marks=pytest.mark.skip(reason="no lesson shows a live view yet"))])
+def test_live_view_works_on_the_site_without_a_kernel(browser, server, capsys, edition,
+                                                      page_name):
+    """Typing updates the view, rows sum to 1, no weight on a future key, the keystroke
+    latency on a 64-character text, nothing fetched from another host (the page's model is
+    checked against Python's in tests/test_live.py and tests/test_live_browser.py)."""
+    from tests.test_live_browser import check_live_view
+
+    visit = Visit(browser, f"{server}/{PREFIX[edition]}{site.LESSONS}/{page_name}.html")
+    try:
+        page = visit.page
+        page.wait_for_selector("[data-live-model][data-text]", timeout=10_000)
+        roots = page.evaluate("() => [...document.querySelectorAll('[data-live-model]')]"
+                              ".map(e => '#' + e.id)")
+        for root in roots:
+            latencies = check_live_view(page, root)
+            median = statistics.median(latencies)
+            with capsys.disabled():
+                print(f"\nlive view on the static site ({page_name}, {edition}): keystroke-to-"
+                      f"update latency median {median:.1f} ms over {len(latencies)} keystrokes "
+                      f"on a 64-character text (max {max(latencies):.1f}; target <= "
+                      f"{LATENCY_TARGET_MS} ms)")
+            assert median <= LATENCY_TARGET_MS, f"median keystroke latency {median:.1f} ms"
+        assert not visit.errors, visit.errors
+        assert not visit.outside_requests(), visit.outside_requests()
+    finally:
+        visit.close()
+
+
+# The weights travel with the page, so the page itself is what a learner downloads.
+LIVE_PAGE_LIMIT_BYTES = 1_500_000
+
+
+@pytest.mark.parametrize(("edition", "page_name"), _live_view_pages() or [pytest.param(
+    None, None, marks=pytest.mark.skip(reason="no lesson shows a live view yet"))])
+def test_a_lesson_page_with_a_live_view_stays_within_its_weight(site_dir, edition, page_name):
+    page = site_dir / PREFIX[edition] / site.LESSONS / f"{page_name}.html"
+    size = page.stat().st_size
+    print(f"{page.relative_to(site_dir)}: {size / 1e6:.2f} MB")
+    assert size <= LIVE_PAGE_LIMIT_BYTES, (
+        f"{page.name} ({edition}) weighs {size / 1e6:.2f} MB, over the "
+        f"{LIVE_PAGE_LIMIT_BYTES / 1e6:.1f} MB a page with a live view may weigh")

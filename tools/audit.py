@@ -9,6 +9,10 @@ place among that cell's claims; its statement is the stored run's. The report
 ``docs/claims.md`` gives every claim's pass rate k/N and each lesson's code fingerprint,
 so a lesson whose code changed since it was audited is known to be stale.
 
+A Chinese twin makes the same claims in the same cells, so the English run speaks for both,
+except where the twin declares cells ``edition-specific`` (tools/editions.py: e.g. it trains
+on Chinese text): such a twin is audited too, under its own name ``zh-CN/NN_slug.ipynb``.
+
     python -m tools.audit [--seeds N] [NN ...]   # default: 10 seeds, every English lesson
     python -m tools.audit --stale                # only the lessons whose code changed
 
@@ -33,8 +37,18 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from course_utils.language import ENGLISH
+from tools.editions import EDITION_SPECIFIC
 from tools.execute import CELL_TIMEOUT_S, SKIP_TAGS, with_seed
-from tools.lessons import ROOT, edition_text, lesson_heading, lesson_paths, read
+from tools.lessons import (
+    EDITIONS,
+    ROOT,
+    all_lesson_paths,
+    edition_of,
+    edition_text,
+    lesson_heading,
+    lesson_paths,
+    read,
+)
 
 REPORT = ROOT / "docs" / "claims.md"
 CLAIMS_LOG = "COURSE_CLAIMS_LOG"  # course_utils.notebook.CLAIMS_LOG
@@ -48,6 +62,20 @@ def code_fingerprint(notebook: nbformat.NotebookNode) -> str:
     """A hash of a lesson's code cells: what its claims depend on (prose does not count)."""
     code = "\n\0".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def report_name(path: Path) -> str:
+    """A lesson's name in the report: its file name, under its edition's folder for a twin."""
+    folder = Path(path).resolve().parent
+    twin = next((name for name, where in EDITIONS.items() if where == folder
+                 and name != ENGLISH), None)
+    return path.name if twin is None else f"{twin}/{path.name}"
+
+
+def audited_paths() -> list[Path]:
+    """Every English lesson, and every twin with cells whose numbers are its own."""
+    return [path for path in all_lesson_paths() if edition_of(path) == ENGLISH or any(
+        EDITION_SPECIFIC in cell.metadata.get("tags", []) for cell in read(path).cells)]
 
 
 @dataclass(frozen=True)
@@ -66,7 +94,7 @@ def stored_claims(path: Path) -> list[Claim]:
             continue
         text = "".join(output.get("text", "") for output in cell.get("outputs", [])
                        if output.get("output_type") == "stream")
-        claims += [Claim(path.name, number, order, statement) for order, statement in
+        claims += [Claim(report_name(path), number, order, statement) for order, statement in
                    enumerate(_CHECK_MARK.findall(text), 1)]
     return claims
 
@@ -125,7 +153,8 @@ def _table(edition: str, path: Path, rows: list[tuple[int, str, int]], seeds: in
 def lesson_section(path: Path, passes: dict[Claim, int], seeds: int) -> str:
     lines = _table(ENGLISH, path, [(c.cell, c.statement, held) for c, held in passes.items()],
                    seeds)
-    lines[1:1] = ["", f"<!-- {path.name} code {code_fingerprint(read(path))} seeds {seeds} -->"]
+    lines[1:1] = ["", f"<!-- {report_name(path)} code {code_fingerprint(read(path))} "
+                      f"seeds {seeds} -->"]
     return "\n".join(lines) + "\n"
 
 
@@ -140,12 +169,13 @@ def recorded_rates() -> dict[str, list[tuple[int, int, int]]]:
 
 def claims_page(edition: str) -> str:
     """The site's page of the report in ``edition``: its own lessons' statements (a twin makes
-    the same claims, in the same cells and order) beside the rates the audit measured."""
+    the same claims, in the same cells and order) beside the rates the audit measured: its
+    own where it was audited itself (``audited_paths``), else its English twin's."""
     rates = recorded_rates()
     parts = [page_header(edition, max((s for rows in rates.values() for *_, s in rows),
                                       default=DEFAULT_SEEDS))]
     for path in lesson_paths(edition):
-        recorded = rates.get(path.name, [])
+        recorded = rates.get(report_name(path), rates.get(path.name, []))
         claims = stored_claims(path)
         if [cell for cell, *_ in recorded] != [claim.cell for claim in claims]:
             raise ValueError(f"{path.name}: its claims differ from the report's; audit it again")
@@ -186,17 +216,17 @@ def sections(text: str) -> dict[str, str]:
 
 
 def stale_lessons(seeds: int = DEFAULT_SEEDS) -> list[Path]:
-    """English lessons missing from the report, audited with fewer seeds, or whose code
-    changed since."""
+    """Audited lessons (``audited_paths``) missing from the report, audited with fewer seeds,
+    or whose code changed since."""
     recorded = {match.group(1): (match.group(2), int(match.group(3)))
                 for match in _FINGERPRINT.finditer(REPORT.read_text())} if REPORT.exists() else {}
-    return [path for path in lesson_paths(ENGLISH)
-            if recorded.get(path.name, (None, 0)) != (code_fingerprint(read(path)), seeds)]
+    return [path for path in audited_paths()
+            if recorded.get(report_name(path), (None, 0)) != (code_fingerprint(read(path)), seeds)]
 
 
 def write_report(results: dict[Path, dict[Claim, int]], seeds: int) -> None:
     kept = sections(REPORT.read_text()) if REPORT.exists() else {}
-    kept.update({path.name: lesson_section(path, passes, seeds)
+    kept.update({report_name(path): lesson_section(path, passes, seeds)
                  for path, passes in results.items()})
     ordered = [kept[name] for name in sorted(kept)]  # lesson files sort in learning order
     REPORT.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +239,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--stale", action="store_true", help="only lessons whose code changed")
     parser.add_argument("lessons", nargs="*", help="lesson numbers, e.g. 01 07")
     args = parser.parse_args(argv)
-    paths = lesson_paths(ENGLISH)
+    paths = audited_paths()
     if args.lessons:
         paths = [p for p in paths if p.name.split("_")[0] in args.lessons]
     if args.stale:

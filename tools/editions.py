@@ -7,7 +7,10 @@ Where a code cell's string literals are the same in both editions, its stored ou
 must be the same too, unless course_utils printed them in the course language (an
 exercise's verdict); where they differ (a translated label or message), the outputs must
 still hold the same numbers: no number may depend on the language. Cells whose outputs
-nbval does not compare (timings) are exempt. The twins also state the same run time, the
+nbval does not compare (timings) are exempt, and so are the cells both twins tag
+``edition-specific`` (``EDITION_SPECIFIC``): a lesson whose example is about language (a model
+trained on Chinese text in the Chinese edition) declares there the cells whose numbers
+legitimately differ; their code must still match. The twins also state the same run time, the
 Chinese prose uses the glossary's terms, keeps each paragraph on one line, and no stored
 output warns of a glyph missing from the font.
 
@@ -30,6 +33,8 @@ from tools.lessons import EDITIONS, EXCLUDING_TAGS, ROOT, lesson_paths, read, st
 ENGLISH_DIR, CHINESE_DIR = EDITIONS["en"], EDITIONS["zh-CN"]
 _STRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+ splits f-strings
 _STRING_END = getattr(tokenize, "FSTRING_END", None)
+# The cell tag that declares a cell's outputs to differ between the editions on purpose.
+EDITION_SPECIFIC = "edition-specific"
 _CHINESE = re.compile(r"[\u4e00-\u9fff]")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
@@ -160,6 +165,8 @@ def compare(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> l
                 f"{' '.join(their_tokens[max(0, at - 3):at + 3])!r} (Chinese)")
         elif EXCLUDING_TAGS & set(ours.metadata.get("tags", [])):
             pass  # outputs nbval does not compare (timings, CPU-dependent): numbers may differ
+        elif EDITION_SPECIFIC in ours.metadata.get("tags", []):
+            pass  # declared: e.g. the Chinese edition trains on Chinese text (tags must match)
         elif (our_strings == their_strings and _outputs(ours) != _outputs(theirs)
               and not _CHINESE.search("".join(_outputs(theirs)))):
             # Text course_utils makes (an exercise's verdict, the explorer's caption) follows

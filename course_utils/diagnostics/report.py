@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from course_utils.diagnostics.wrap import fill
 from course_utils.language import _
+from course_utils.text_layout import fill
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 _MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}

@@ -6,9 +6,10 @@ notebook: not attempted, incorrect (with a reason to act on), correct, and the r
 where the checker itself failed (reported as the course's bug, never as the learner's).
 
 Checkers call the learner's code only through :func:`attempt`, which hands over clones of
-the inputs (so in-place edits cannot change what the checker compares against) and tells
-the learner's exceptions apart from the checker's own. ``evaluate`` restores Python's,
-NumPy's and torch's global random state, so checking never reseeds the learner's session.
+the inputs (so in-place edits cannot change what the checker compares against), rejects a
+function that writes into its tensor arguments, and tells the learner's exceptions apart
+from the checker's own. ``evaluate`` restores Python's, NumPy's and torch's global random
+state, so checking never reseeds the learner's session.
 Every exercise registers itself: :func:`all_exercises` lists them for the tests.
 
 Messages follow the course language (``setup(language="zh-CN")`` for the Chinese edition):
@@ -72,15 +73,65 @@ def _cloned(value):
     return value
 
 
+def _unchanged(before, after) -> bool:
+    """True if ``after`` holds what ``before`` held: a tensor's values (NaN where it held NaN),
+    a list's, tuple's or dict's items and numbers; a module or a function is not compared."""
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or before.shape != after.shape \
+                or before.dtype != after.dtype:
+            return False
+        if before.is_floating_point() or before.is_complex():
+            nan = torch.isnan(before)
+            return bool((nan == torch.isnan(after)).all()) and bool(
+                (before == after)[~nan].all())
+        return torch.equal(before, after)
+    if isinstance(before, (list, tuple)):
+        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(
+            map(_unchanged, before, after))
+    if isinstance(before, dict):
+        return isinstance(after, dict) and before.keys() == after.keys() and all(
+            _unchanged(before[name], after[name]) for name in before)
+    if isinstance(before, (bool, int, float, str)):  # the items of a list such as lengths
+        return before == after or before != before and after != after  # NaN stays NaN
+    return True
+
+
+def _names_of(answer: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """The learner's parameter name for each argument (positional ones first), where known."""
+    try:
+        parameters = list(inspect.signature(answer).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature
+        parameters = []
+    positional = [parameter.name for parameter in parameters if parameter.kind in (
+        parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)][:len(args)]
+    return [*positional, *(f"#{number}" for number in range(len(positional) + 1, len(args) + 1)),
+            *kwargs]
+
+
+def _reject_changed_arguments(answer, args, kwargs, copies) -> None:
+    """Raise Incorrect if the learner's function wrote into one of its arguments."""
+    for name, value, copy_of_value in zip(_names_of(answer, args, kwargs),
+                                          (*args, *kwargs.values()), copies, strict=True):
+        if not _unchanged(copy_of_value, value):
+            raise Incorrect(_(
+                "your function changed its argument {name} in place (an operation ending in _ "
+                "such as masked_fill_ or add_, +=, or an assignment into a slice): the caller's "
+                "{kind} changes too. Work on a copy (.clone()) or use the operation without "
+                "the _").format(name=name, kind=type(value).__name__))
+
+
 def attempt(answer: Callable, *args, **kwargs):
     """Call the learner's function on clones of the arguments.
 
     A stub (``None`` returned or ``NotImplementedError`` raised) means not attempted; any
-    other exception is the learner's and is reported as such.
+    other exception is the learner's and is reported as such. A function that writes into a
+    tensor argument (``scores.masked_fill_(...)``) is Incorrect: in the notebook it would
+    change the caller's tensor.
     """
     require_callable("answer", answer)
     args = tuple(_cloned(arg) for arg in args)
     kwargs = {name: _cloned(value) for name, value in kwargs.items()}
+    copies = [_cloned(value) for value in (*args, *kwargs.values())]
     try:
         result = answer(*args, **kwargs)
     except NotImplementedError:
@@ -90,6 +141,7 @@ def attempt(answer: Callable, *args, **kwargs):
         raise
     if result is None:
         raise _NotAttempted
+    _reject_changed_arguments(answer, args, kwargs, copies)
     return result
 
 

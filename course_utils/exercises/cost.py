@@ -129,10 +129,17 @@ def _partial(scores, values):
 
 def _check_merge_partials(answer):
     generator = torch.Generator().manual_seed(6)
+    # The keys of one part are scaled up, so the two maxes really differ: first the second
+    # part's, then the first part's (an answer that rescales only one side fails one of them).
+    for larger in (slice(7, None), slice(None, 7)):
+        _check_merge_partials_once(answer, generator, larger)
+
+
+def _check_merge_partials_once(answer, generator, larger):
     q = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)
     k = torch.randn(2, 12, 8, generator=generator, dtype=torch.float64)
     v = torch.randn(2, 12, 3, generator=generator, dtype=torch.float64)
-    k[:, 7:] *= 3  # the second part's scores are larger, so the two maxes really differ
+    k[:, larger] *= 3
     scores = q @ k.transpose(-2, -1) / math.sqrt(8)  # (2, 5, 12)
     a = _partial(scores[..., :7], v[:, :7])
     b = _partial(scores[..., 7:], v[:, 7:])
@@ -169,6 +176,12 @@ def _check_merge_partials(answer):
             raise Incorrect(_(
                 "the rescaling of the {name}s runs the wrong way: the factor is exp(old max - new "
                 "max), which is at most 1").format(name=name))
+        if is_close(got, part_a * torch.exp(a[0] - b[0]) + part_b) or is_close(
+                got, part_a + part_b * torch.exp(b[0] - a[0])):
+            raise Incorrect(_(
+                "you rescaled one part to the other's max, as if that one were always the larger; "
+                "in some rows it is not. Rescale both parts to the new max: {name}_a · "
+                "exp(max_a - new_max) + {name}_b · exp(max_b - new_max)").format(name=name))
     expect_close(got_sum, want_sum, _("the merged sum"))
     expect_close(got_out, want_out, _("the merged out"))
     expected = torch.softmax(scores, dim=-1) @ v  # (2, 5, 3): attention over all 12 keys

@@ -120,8 +120,12 @@ def reference_gradient_through_linear_rnn(w: torch.Tensor, max_k: int) -> torch.
 
 def _check_gradient_through_linear_rnn(answer) -> None:
     generator = torch.Generator().manual_seed(0)
-    w = torch.randn(4, 4, generator=generator) / 2  # not symmetric; ‖W‖^k ≠ ‖W^k‖
-    max_k = 6
+    for max_k in (6, 3):  # a second W and max_k: an answer hard-coded to the first one fails
+        w = torch.randn(4, 4, generator=generator) / 2  # not symmetric; ‖W‖^k ≠ ‖W^k‖
+        _check_gradient_once(answer, w, max_k)
+
+
+def _check_gradient_once(answer, w: torch.Tensor, max_k: int) -> None:
     what = f"gradient_through_linear_rnn(w, max_k={max_k})"
     got = attempt(answer, w, max_k)
     expect_shape(got, (max_k + 1,), what)

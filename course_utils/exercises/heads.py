@@ -71,7 +71,13 @@ def _check_split_heads(answer):
 
 
 def _check_merge_heads(answer):
-    heads = torch.randn(2, 3, 5, 4, generator=torch.Generator().manual_seed(5))
+    generator = torch.Generator().manual_seed(5)
+    for shape in ((2, 3, 5, 4), (3, 4, 2, 5)):  # a second x: a hard-coded answer fails
+        _check_merge_heads_once(answer, torch.randn(*shape, generator=generator))
+
+
+def _check_merge_heads_once(answer, heads):
+    batch, num_heads, seq_len, d_k = heads.shape
     try:
         result = attempt(answer, heads.clone())
     except RuntimeError as error:
@@ -81,21 +87,24 @@ def _check_merge_heads(answer):
                 "memory: use .reshape(...) (or .contiguous().view(...))")) from None
         raise
     expected = _merge_heads_reference(heads)
-    if isinstance(result, torch.Tensor) and tuple(result.shape) == (2, 5, 3, 4):
+    if isinstance(result, torch.Tensor) and tuple(result.shape) == (
+            batch, seq_len, num_heads, d_k):
         raise Incorrect(_(
-            "shape (2, 5, 3, 4) is (batch, seq_len, heads, d_k): the heads still need to be "
-            "concatenated into one feature axis of size heads * d_k"))
-    expect_shape(result, expected.shape, _("merge_heads(x) for x (2, 3, 5, 4)"))
-    if torch.equal(result, heads.reshape(2, 5, 12).to(result.dtype)):
+            "shape {shape} is (batch, seq_len, heads, d_k): the heads still need to be "
+            "concatenated into one feature axis of size heads * d_k").format(
+            shape=tuple(result.shape)))
+    expect_shape(result, expected.shape, _("merge_heads(x) for x {shape}").format(
+        shape=tuple(heads.shape)))
+    if torch.equal(result, heads.reshape(expected.shape).to(result.dtype)):
         raise Incorrect(_(
             "you reshaped (batch, heads, seq_len, d_k) directly, which mixes tokens together. "
             "Move heads next to d_k first: .transpose(1, 2), then reshape"))
-    if torch.equal(result, heads.permute(0, 2, 3, 1).reshape(2, 5, 12).to(result.dtype)):
+    if torch.equal(result, heads.permute(0, 2, 3, 1).reshape(expected.shape).to(result.dtype)):
         raise Incorrect(_(
             "the heads are interleaved feature by feature; concatenate them instead, so that "
             "columns 0..d_k-1 are head 0, the next d_k columns head 1, and so on"))
     expect_close(result, expected, "merge_heads(x)")
-    if not torch.allclose(_split_heads_reference(result.double(), 3), heads.double()):
+    if not torch.allclose(_split_heads_reference(result.double(), num_heads), heads.double()):
         raise Incorrect(_("split_heads(merge_heads(x), heads) should give x back"))
 
 
@@ -325,7 +334,10 @@ def _check_parameter_count(answer) -> None:
                 "numbers")),
                          (4 * d * d + d, _(
                              "each of the 4 projections has its own bias of d_model numbers, not "
-                             "one bias in total"))]
+                             "one bias in total")),
+                         (4 * d * d + 3 * d, _(
+                             "the output projection W_O has a bias too: 4 bias vectors of "
+                             "d_model numbers, not 3"))]
         else:
             mistakes.append((4 * d * d + 4 * d, _(
                 "with bias=False the projections have no bias vectors: count the weights only")))

@@ -129,6 +129,9 @@ def _safe_weights_reference(scores, mask):
     return weights.masked_fill(~row_has_key, 0.0)
 
 
+SHIFTED_SCORES = 30_000.0
+
+
 def _left_padded_case(generator):
     """Scores (batch, num_heads, n_q, n_k) and a causal + left-padding mask with empty rows."""
     lengths = torch.tensor([6, 3, 1])  # real tokens at the end of each sentence of 6
@@ -140,6 +143,9 @@ def _left_padded_case(generator):
     # key, blocked ones included, makes exp() of every allowed score underflow to 0.
     scores[0, 1, 2, 5] = 200.0
     scores[1, 0, 4, 0] = 200.0
+    # Real scores far below 0: the softmax is the same when a row shifts by one number, but a
+    # finite fill such as -1e4 is now above every real score and would take the weight.
+    scores[1, 1] -= SHIFTED_SCORES
     return scores, mask
 
 
@@ -217,6 +223,13 @@ def _check_safe_weights(answer):
         if (got[~allowed] != 0).any() and (got[allowed] == 0).all():
             raise Incorrect(_FLIPPED)
         sums = got.sum(dim=-1)  # (..., n_q)
+        multiplied = torch.softmax(scores.double() * mask, dim=-1)  # blocked scores become 0
+        if any(torch.allclose(got, wrong, atol=1e-6) for wrong in (
+                multiplied, multiplied * allowed, multiplied * mask.any(dim=-1, keepdim=True))):
+            raise Incorrect(_(
+                "you multiplied the scores by the mask: a blocked score becomes 0, an ordinary "
+                "score that still takes weight in the softmax. Fill the blocked scores with -inf "
+                "instead (scores.masked_fill(~mask, float('-inf')))"))
         if torch.allclose(sums[empty], torch.ones_like(sums[empty]), atol=1e-3):
             raise Incorrect(_(
                 "the rows with no allowed key sum to 1: a finite fill such as -1e9 or finfo.min "
@@ -225,6 +238,16 @@ def _check_safe_weights(answer):
         if torch.allclose(got, torch.softmax(scores.double(), dim=-1) * allowed, atol=1e-6):
             raise Incorrect(str(_MASKED_AFTER))
         zero_rows = (got == 0).all(dim=-1) & ~empty  # (..., n_q): allowed keys, no weight
+        # Rows with allowed keys but none of their weight, and no huge blocked score to blame.
+        below_fill = ((got * allowed == 0).all(dim=-1) & ~empty
+                      & ~_overshadowed(scores, mask))
+        if below_fill.any():
+            raise Incorrect(_(
+                "a row that has allowed keys gets all-zero weights ({first_row}): its real scores "
+                "are all near -{shift:.0f} (a softmax does not change when every score of a row "
+                "shifts by the same number), and a finite fill such as -20 or -1e4 is above all "
+                "of them, so the blocked keys take the weight. Fill the blocked scores with -inf "
+                "(or finfo.min)").format(first_row=_first_row(below_fill), shift=SHIFTED_SCORES))
         if zero_rows.any():
             raise Incorrect(_(
                 "a row that has allowed keys gets all-zero weights where a blocked key has a huge "
@@ -256,8 +279,8 @@ def _check_gradient(answer):
     scores, mask = _left_padded_case(generator)
     upstream = torch.randn(scores.shape, generator=generator)
     leaf = scores.clone().requires_grad_(True)
-    # The learner's function gets a clone of the leaf, so in-place edits are allowed and the
-    # gradient still reaches the leaf.
+    # The learner's function gets a clone of the leaf (a non-leaf tensor), so the gradient
+    # reaches the leaf through it; writing into the scores was rejected by the first attempt.
     weights = attempt(lambda m: answer(leaf.clone(), m), mask)
     if not weights.requires_grad:
         raise Incorrect(_(

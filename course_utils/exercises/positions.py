@@ -13,7 +13,14 @@ import math
 import numpy as np
 import torch
 
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+    expect_shape,
+    reject_half_precision,
+)
 from course_utils.language import N_, _
 from course_utils.positions import alibi_slopes
 
@@ -83,6 +90,9 @@ def _check_rotate_pair(answer):
             position=position, frequency=frequency)
         new1, new2 = _as_pair(attempt(answer, x1, x2, position, frequency), x1.shape, what)
         expected = _reference_rotate_pair(x1, x2, position, frequency)
+        # float16 rounding first: the mistakes below would misread it as another slip.
+        reject_half_precision(new1, expected[0], _("{what}, x1_new").format(what=what))
+        reject_half_precision(new2, expected[1], _("{what}, x2_new").format(what=what))
         if new1.is_floating_point() and new2.is_floating_point():
             got = torch.stack([new1.detach().double(), new2.detach().double()])
 

@@ -17,6 +17,7 @@ from course_utils.exercises import (
     expect_close,
     expect_finite,
     expect_shape,
+    reject_half_precision,
 )
 from course_utils.language import N_, _
 
@@ -140,6 +141,7 @@ def _check_one_head_weights(answer):
             raise Incorrect(_(
                 "the weights should be a floating-point tensor, got {dtype}").format(
                 dtype=result.dtype))
+        reject_half_precision(result, expected, _("the weights (batch, seq_len, seq_len)"))
         result = result.detach().double()
         padded_keys = ~attention_mask[:, None, :].expand_as(expected)  # (batch, n_q, n_k)
         padded_queries = ~attention_mask[:, :, None].expand_as(expected)

@@ -31,8 +31,13 @@ def _project_qkv_reference(x, w_q, w_k, w_v):
 
 
 def _check_project_qkv(answer):
-    n, d_model, d_k, d_v = 3, 5, 2, 4  # d_v ≠ d_k, so swapped roles show in the shapes
     generator = torch.Generator().manual_seed(0)
+    for _draw in range(2):  # a second X and W: an answer hard-coded to the first one fails
+        _check_project_qkv_once(answer, generator)
+
+
+def _check_project_qkv_once(answer, generator):
+    n, d_model, d_k, d_v = 3, 5, 2, 4  # d_v ≠ d_k, so swapped roles show in the shapes
     x = torch.randn(n, d_model, generator=generator)
     w_q, w_k, w_v = (torch.randn(d_model, width, generator=generator)
                      for width in (d_k, d_k, d_v))
@@ -91,8 +96,13 @@ def _attention_reference(q, k, v):
 
 
 def _check_attention(answer):
-    n_q, n_k, d_k, d_v = 3, 5, 8, 6  # non-square: transposes and the wrong width show
     generator = torch.Generator().manual_seed(1)
+    for _draw in range(2):  # a second q, k, v: an answer hard-coded to the first one fails
+        _check_attention_once(answer, generator)
+
+
+def _check_attention_once(answer, generator):
+    n_q, n_k, d_k, d_v = 3, 5, 8, 6  # non-square: transposes and the wrong width show
     q = torch.randn(n_q, d_k, generator=generator)
     k = torch.randn(n_k, d_k, generator=generator)
     v = torch.randn(n_k, d_v, generator=generator)
@@ -136,6 +146,9 @@ def _check_attention(answer):
             "you divided by sqrt(d_v) = sqrt(v.shape[-1]); the scale is sqrt(d_k) = "
             "sqrt(q.shape[-1]), the width of queries and keys"),
         1 / d_k: _("you divided by d_k; the scale is sqrt(d_k)"),
+        1 / math.sqrt(n_k): _(
+            "you divided by sqrt(n_k) = sqrt(k.shape[0]), the number of keys; the scale is "
+            "sqrt(d_k) = sqrt(q.shape[-1]), the width of queries and keys"),
         math.sqrt(d_k): _("you multiplied by sqrt(d_k); divide by it"),
     }
     for scale, message in wrong_scales.items():

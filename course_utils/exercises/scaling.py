@@ -140,10 +140,18 @@ def _check_entropy(answer) -> None:
         raise Incorrect(_(
             "your values are 1.44 times too big: that is log base 2 (bits); the lesson measures "
             "nats, so use torch.log"))
+    if torch.allclose(got, expected.double() / math.log(10), atol=1e-4):
+        raise Incorrect(_(
+            "your values are 2.3 times too small: that is log base 10; the lesson measures nats, "
+            "so use torch.log (the natural log)"))
     if torch.allclose(got, expected.double() / random.shape[-1], atol=1e-4):
         raise Incorrect(_(
             "your values are the entropy divided by n_k: sum over the keys (.sum(dim=-1)), do not "
             "average (.mean(dim=-1))"))
+    if torch.allclose(got, expected.double() / math.log(random.shape[-1]), atol=1e-4):
+        raise Incorrect(_(
+            "you divided by log n_k: that is the normalised entropy, between 0 and 1; return "
+            "the entropy itself, in nats"))
     if torch.allclose(got, -torch.log(random.double()).sum(dim=-1), atol=1e-4):
         raise Incorrect(_("you summed −log p without weighting each term by p: H(p) = −Σ p log p"))
     expect_close(result, expected, random_rows, atol=1e-4)

@@ -30,20 +30,27 @@ def _pre_ln_block_reference(block, x):
     return x + block.ffn(block.norm2(x))  # (batch, seq_len, d_model)
 
 
-def _test_block() -> tuple[EncoderBlock, torch.Tensor]:
-    """A block whose LayerNorms have non-trivial gains and shifts, so every misplaced norm shows."""
+def _test_block() -> tuple[EncoderBlock, tuple[torch.Tensor, ...]]:
+    """A block whose LayerNorms have non-trivial gains and shifts, so every misplaced norm shows,
+    and two inputs (a second one, of other sizes, fails an answer hard-coded to the first)."""
     with torch.random.fork_rng():
         torch.manual_seed(7)
         block = EncoderBlock(16, 2, 32, norm_first=True)
         for norm in (block.norm1, block.norm2):
             torch.nn.init.uniform_(norm.weight, 0.5, 2.0)
             torch.nn.init.normal_(norm.bias)
-        x = 3 * torch.randn(2, 5, 16) + 1  # far from unit scale: normalising matters
-    return block, x
+        # Far from unit scale: normalising matters.
+        inputs = 3 * torch.randn(2, 5, 16) + 1, 2 * torch.randn(3, 4, 16) - 1
+    return block, inputs
 
 
 def _check_pre_ln_block(answer):
-    block, x = _test_block()
+    block, inputs = _test_block()
+    for x in inputs:
+        _check_pre_ln_block_once(answer, block, x)
+
+
+def _check_pre_ln_block_once(answer, block, x):
     with torch.no_grad():
         got = attempt(answer, block, x.clone())
         if isinstance(got, tuple):
@@ -232,7 +239,11 @@ def _sinusoidal_reference(seq_len, d_model):
 
 
 def _check_sinusoidal(answer):
-    seq_len, d_model = 12, 16
+    for seq_len, d_model in ((12, 16), (7, 10)):  # a second size fails a hard-coded d_model
+        _check_sinusoidal_once(answer, seq_len, d_model)
+
+
+def _check_sinusoidal_once(answer, seq_len, d_model):
     got = attempt(answer, seq_len, d_model)
     what = f"sinusoidal_positions({seq_len}, {d_model})"
     expect_shape(got, (seq_len, d_model), what)
@@ -241,8 +252,9 @@ def _check_sinusoidal(answer):
             "{what} should be a floating-point tensor, got dtype {dtype}: integer positions must "
             "become floats before the division").format(what=what, dtype=got.dtype))
     expect_finite(got, what)
-    got = got.detach().double()
     expected = sinusoidal_positions(seq_len, d_model).double()
+    reject_half_precision(got, expected, what)  # before the mistakes: rounding is none of them
+    got = got.detach().double()
 
     def close(a, b):  # the tolerance the task states
         return torch.allclose(a, b, atol=1e-5, rtol=1e-4)

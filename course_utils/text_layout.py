@@ -1,9 +1,11 @@
-"""Line wrapping for report lines, by display width, for any language.
+"""Text laid out by display width, for any language: columns padded, lines wrapped.
 
-It decides by the text's own characters: text without wide (CJK) characters is wrapped at
-spaces like ``textwrap.fill``; text with them may break after any wide character (Chinese has
-no spaces to break at), but never inside a run of Latin letters or digits, so a number is
-never cut in two, and never before closing punctuation.
+A CJK character takes two columns of a monospaced font, so padding by ``len`` (as an
+f-string's ``{name:>12}`` does) leaves Chinese columns short. ``pad`` pads by display width;
+``fill`` wraps report lines. Wrapping decides by the text's own characters: text without wide
+(CJK) characters is wrapped at spaces like ``textwrap.fill``; text with them may break after
+any wide character (Chinese has no spaces to break at), but never inside a run of Latin
+letters or digits, so a number is never cut in two, and never before closing punctuation.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 import textwrap
 import unicodedata
 
-from course_utils.checks import require_instance, require_positive_int
+from course_utils.checks import require_instance, require_one_of, require_positive_int
 
 _WIDE = r"\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
 # A space, one wide character, or a run of anything else (a word, a number, a formula).
@@ -26,6 +28,16 @@ def display_width(text: str) -> int:
     """Columns ``text`` takes in a monospaced font: 2 per wide or full-width character."""
     require_instance("text", text, str, "a str")
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, width: int, align: str = "<") -> str:
+    """``text`` padded with spaces to ``width`` columns (``align``: "<" left, ">" right, "^"
+    centre), like ``format(text, f"{align}{width}")`` but counting wide characters twice."""
+    require_positive_int("width", width)
+    require_one_of("align", align, ("<", ">", "^"))
+    room = max(width - display_width(text), 0)
+    left = {"<": 0, ">": room, "^": room // 2}[align]
+    return " " * left + text + " " * (room - left)
 
 
 def fill(message: str, head: str, width: int = 100) -> str:
