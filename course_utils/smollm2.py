@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from course_utils.checks import require_positive_int, require_tensor
+from course_utils.checks import require_instance, require_positive_int, require_tensor
 from course_utils.llama import Llama
 from course_utils.pretrained import verify_sha256
 
@@ -285,3 +285,44 @@ def load_smollm2(path=None) -> tuple[Llama, SmolLM2Tokenizer]:
     # strict (the default): every parameter gets a tensor and no tensor is left over.
     model.load_state_dict(state, assign=True)
     return model.requires_grad_(False).eval(), SmolLM2Tokenizer(path)
+
+
+def transformers_twin(model: Llama, path=None):
+    """transformers' ``LlamaForCausalLM`` holding the very tensors of ``model`` (no copy).
+
+    ``model`` is what :func:`load_smollm2` returned; ``path`` its GGUF file (default
+    :func:`model_file`), whose :func:`read_config` gives the sizes. The twin is built on the
+    meta device and handed ``model``'s parameters under transformers' names, so it costs no
+    memory and no second read of the file, and runs in eval mode with eager attention (the
+    implementation that returns its weights). Comparing the two outputs compares the two
+    implementations of the architecture on the same numbers; the tests compare the tensors
+    themselves with transformers' own GGUF loader (``from_pretrained(gguf_file=...)``).
+    Needs ``transformers``.
+    """
+    require_instance("model", model, Llama, "a course_utils.llama.Llama (load_smollm2()'s)")
+    import transformers
+
+    config = read_config(path)
+    reference_config = transformers.LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.d_model,
+        intermediate_size=config.d_ff, num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads, num_key_value_heads=config.num_kv_heads,
+        head_dim=config.d_k, max_position_embeddings=config.context_length,
+        rms_norm_eps=config.rms_norm_eps, rope_theta=config.rope_base,
+        tie_word_embeddings=config.tied_embeddings, attention_bias=False, mlp_bias=False,
+        attn_implementation="eager")
+    with torch.device("meta"):
+        twin = transformers.LlamaForCausalLM(reference_config)
+    ours = dict(model.named_parameters())
+    state = {name: ours[_course_name(name)] for name in twin.state_dict()
+             if name != "lm_head.weight"}
+    twin.load_state_dict(state, strict=False, assign=True)
+    twin.tie_weights()  # lm_head is the token embedding, as in the file
+    # RoPE's frequencies are a buffer outside the state dict: made afresh, off the meta device.
+    twin.model.rotary_emb = type(twin.model.rotary_emb)(reference_config)
+    missing = [name for name, tensor in (*twin.named_parameters(), *twin.named_buffers())
+               if tensor.is_meta]
+    if missing:
+        raise ValueError(f"the transformers model has tensors the course's Llama lacks: "
+                         f"{missing[:3]}")
+    return twin.requires_grad_(False).eval()

@@ -31,6 +31,7 @@ from course_utils.smollm2 import (
     model_file,
     open_gguf,
     read_config,
+    transformers_twin,
     unpermute_rope_rows,
 )
 from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
@@ -344,6 +345,21 @@ def test_the_cache_continues_a_sequence(model, tokenizer):
     assert _max_difference(rest_weights, whole_weights[..., 5:, :]) <= 1e-5
 
 
+def test_the_transformers_twin_shares_the_tensors_and_equals_the_gguf_loader(model, tokenizer,
+                                                                             reference_model):
+    twin = transformers_twin(model)
+    theirs = reference_model.state_dict()
+    assert set(twin.state_dict()) == set(theirs)
+    for name, tensor in twin.state_dict().items():
+        assert torch.equal(tensor, theirs[name]), name
+    assert twin.lm_head.weight.data_ptr() == model.token_embedding.weight.data_ptr()
+    assert twin.model.layers[3].mlp.up_proj.weight is model.blocks[3].ffn.up.weight
+    tokens = torch.tensor([tokenizer.encode(PROMPTS[0])])
+    with torch.no_grad():
+        assert _max_difference(twin(tokens).logits, reference_model(tokens).logits) <= 1e-5
+        assert _max_difference(twin(tokens).logits, model(tokens)) <= 1e-3
+
+
 BAD_INPUTS = [
     pytest.param(read_config, ("/nonexistent.gguf",), {}, FileNotFoundError,
                  ("/nonexistent.gguf",), id="read_config: no file"),
@@ -370,4 +386,6 @@ BAD_INPUTS = [
                  ("/nonexistent.gguf",), id="SmolLM2Tokenizer: no file"),
     pytest.param(SmolLM2Tokenizer, (b"model.gguf",), {}, TypeError,
                  ("path", "str or os.PathLike", "bytes"), id="SmolLM2Tokenizer: bytes"),
+    pytest.param(transformers_twin, (torch.nn.Linear(2, 2),), {}, TypeError,
+                 ("model", "course_utils.llama.Llama", "Linear"), id="transformers_twin: a Linear"),
 ]
