@@ -152,7 +152,9 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
         if step in after_steps:
             after_steps.pop(step)()
             model.train()
-        seq_len = int(math.exp(torch.empty(()).uniform_(*log_lengths, generator=generator)))
+        # exp(log(n)) may round to just below n: never shorter than the distance needs
+        seq_len = max(shortest, int(math.exp(torch.empty(()).uniform_(*log_lengths,
+                                                                       generator=generator))))
         tokens, targets, _ = task.batch(batch_size, seq_len=min(seq_len, task.max_len),
                                         distance=distance, min_distance=min_distance,
                                         generator=generator)
