@@ -11,6 +11,7 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
+from course_utils.text_layout import pad
 from tools import chinese_style as style
 from tools.lessons import TRANSLATED_EDITIONS, lesson_paths, read
 
@@ -123,6 +124,48 @@ def test_the_glossary_lists_the_words_not_to_use():
     assert set(WORDS) <= set(style.avoided_words())
 
 
+def _rows(words, padding):
+    """A table of (word, number) rows, each word padded by ``padding(word, 8)``."""
+    return "\n".join(f"{padding(word, 8)}  {number:.3f}" for word, number in words)
+
+
+def by_characters(word, width):
+    return f"{word:<{width}}"
+
+
+TABLE_WORDS = [("球", 0.085), ("因为", 0.042), ("它", 0.042), ("the ball", 0.5)]
+
+
+@pytest.mark.parametrize("words", [TABLE_WORDS, TABLE_WORDS[:2], TABLE_WORDS[2:]],
+                         ids=["four-rows", "one-and-two-characters", "chinese-and-english"])
+def test_a_table_padded_by_characters_is_flagged_and_padded_by_width_passes(words):
+    assert {rule for rule, _ in style.table_problems(_rows(words, by_characters))} == {
+        style.RULE_TABLE}
+    assert style.table_problems(_rows(words, pad)) == []
+
+
+@pytest.mark.parametrize("printed", [
+    _rows([("ball", 1.0), ("because", 2.0)], by_characters),     # no wide character
+    "n = 256：每一对 (查询, 键) 一个权重\n✓ n = 256：每一对  一个权重",  # a claim is not a row
+    "每个分数花费的纳秒数：\n  n =  512：显式实现  7.75 ns",          # a heading is not a row
+    "它  分数  0.0\n很  分数  0.0",                                  # same widths line up
+])
+def test_text_that_is_not_a_drifting_table_is_not_flagged(printed):
+    assert style.table_problems(printed) == []
+
+
+def test_a_notebook_table_is_read_from_the_cell_output(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print(table)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                           text=_rows(TABLE_WORDS[:2], by_characters) + "\n")]
+    notebook.cells = [cell]
+    path = tmp_path / "09_x.ipynb"
+    nbformat.write(notebook, path)
+    assert [problem.rule for problem in style.notebook_problems(path, WORDS)] == [
+        style.RULE_TABLE]
+
+
 def _problems_by_rule(problems, rule):
     return "\n".join(str(problem) for problem in problems if problem.rule.startswith(rule))
 
@@ -130,7 +173,7 @@ def _problems_by_rule(problems, rule):
 RULE_IDS = {style.RULE_MARKS: "marks", style.RULE_ITALIC: "italics", style.RULE_TIMES: "times",
             style.RULE_SECTION: "section", style.RULE_QUOTES: "quotes",
             style.RULE_BREAK: "line-breaks", style.RULE_GLOSSARY: "glossary",
-            style.RULE_MILLION: "millions"}
+            style.RULE_MILLION: "millions", style.RULE_TABLE: "tables"}
 LESSON_RULES = [(path, rule) for path in lesson_paths("zh-CN") for rule in style.RULES]
 
 

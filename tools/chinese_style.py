@@ -3,8 +3,9 @@
 Every Chinese text a learner reads is checked: the markdown cells of the Chinese lessons and
 the Chinese documents (README.zh-CN.md, CONTRIBUTING.zh-CN.md, GLOSSARY.md), rendered with a
 CommonMark renderer as JupyterLab, GitHub and the site render them; the string literals of
-the Chinese lessons' code cells (what they print); and the zh-CN catalogue's msgstr (what
-course_utils prints).
+the Chinese lessons' code cells (what they print), and the tables those cells printed (their
+columns must line up by display width); and the zh-CN catalogue's msgstr (what course_utils
+prints).
 
     python -m tools.chinese_style     # list every violation, exit 1 if there is one
 """
@@ -12,6 +13,7 @@ course_utils prints).
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import sys
 from dataclasses import dataclass
@@ -43,8 +45,10 @@ RULE_QUOTES = "ASCII quotes around Chinese words (use “” and, inside them, �
 RULE_BREAK = "a line break between Chinese characters (renders as a space: one line a paragraph)"
 RULE_GLOSSARY = "not the glossary's word"
 RULE_MILLION = "a count in millions written M beside Chinese (write 2260 万, not 22.6 M)"
+RULE_TABLE = ("a printed table padded by characters, so its Chinese columns drift "
+              "(pad with course_utils.text_layout.pad)")
 RULES = (RULE_MARKS, RULE_ITALIC, RULE_TIMES, RULE_SECTION, RULE_QUOTES, RULE_BREAK,
-         RULE_GLOSSARY, RULE_MILLION)
+         RULE_GLOSSARY, RULE_MILLION, RULE_TABLE)
 
 _NUMBER = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十百千万几数]+)"
 _CLAUSE = r"[^，。；：！？、\n]"
@@ -60,6 +64,9 @@ MILLIONS = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?\s?M(?![A-Za-z0-9])")
 # In printed text (a string literal, a catalogue message) *…* is not emphasis but asterisks.
 STARRED = re.compile(rf"(?<!\*)\*(?![\s*])[^*\n]{{0,30}}[{IDEOGRAPH}]"
                      rf"[^*\n]{{0,30}}(?<![\s*])\*(?!\*)")
+# A column of a printed table starts after a run of spaces; a row has at least one gap of two.
+_COLUMN_START = re.compile(r"( +)(?=\S)")
+_TABLE_ROW = re.compile(r"\S {2,}\S")
 # An English word glossed in full-width brackets, 词元（token）, is not drift.
 _GLOSS = re.compile(rf"（[^（）{IDEOGRAPH}]*）")
 
@@ -105,6 +112,36 @@ def printed_text_problems(text: str, words=None) -> list[tuple[str, str]]:
     """``text_problems`` of text printed as it is (no markdown), with asterisks around Chinese."""
     return ([(RULE_ITALIC, match.group()) for match in STARRED.finditer(text)]
             + text_problems(text, words))
+
+
+def _column_starts(line: str) -> dict[int, int]:
+    """Where a column starts in ``line`` (a character index) -> how many spaces precede it."""
+    return {match.end(): len(match.group(1)) for match in _COLUMN_START.finditer(line)}
+
+
+def table_problems(printed: str) -> list[tuple[str, str]]:
+    """(RULE_TABLE, the two rows) where two consecutive rows of printed text start a column
+    at the same character but not at the same display column: padding by ``len`` (an
+    f-string's ``{word:<8}``) with a wide character on the way. A claim's ✓ line is not a row."""
+    from course_utils.text_layout import display_width
+
+    problems, rows = [], printed.split("\n")
+    for upper, lower in itertools.pairwise(rows):
+        if not HAS_CHINESE.search(upper + lower) or not all(
+                _TABLE_ROW.search(row) and not row.startswith("✓") for row in (upper, lower)):
+            continue
+        above, below = _column_starts(upper), _column_starts(lower)
+        if any(max(above[start], below[start]) >= 2
+               and display_width(upper[:start]) != display_width(lower[:start])
+               for start in above.keys() & below.keys()):
+            problems.append((RULE_TABLE, f"{upper.strip()} / {lower.strip()}"))
+    return problems
+
+
+def printed_outputs(cell) -> list[str]:
+    """The text a code cell printed (its stream outputs)."""
+    return ["".join(output.get("text", "")) for output in cell.get("outputs", [])
+            if output.get("output_type") == "stream"]
 
 
 def _inline_text(token) -> tuple[str, list[str], list[str]]:
@@ -167,6 +204,7 @@ def notebook_problems(path: Path, words=None) -> list[Violation]:
         elif cell.cell_type == "code":
             found = [problem for text in string_literals(cell.source)
                      for problem in printed_text_problems(text, words)]
+            found += [problem for text in printed_outputs(cell) for problem in table_problems(text)]
         else:
             continue
         problems += [Violation(f"{place} cell {number}", rule, text) for rule, text in found]
