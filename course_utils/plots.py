@@ -13,12 +13,17 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
 
 from course_utils.language import N_, Message, _
+from course_utils.text_layout import display_width
 
 # Write the numbers into the cells only while they stay readable.
 _MAX_ANNOTATED_CELLS = 100
+# A label's width in ems per display column (a Latin letter or half a CJK character), and the
+# share of a cell it may fill before it is turned on its side.
+_EM_PER_COLUMN, _UPRIGHT_SHARE = 0.55, 0.9
 # Cells holding NaN or ±inf: a colour no sequential colour map of the course uses.
 NON_FINITE_COLOUR = "#3b7dd8"
 
@@ -39,6 +44,14 @@ def _as_grid(matrices) -> torch.Tensor:
         "show_heatmaps expects (n_q, n_k), (heads, n_q, n_k) or (rows, cols, n_q, n_k), "
         f"got shape {tuple(grid.shape)}"
     )
+
+
+def _key_label_rotation(labels: Sequence[str], cell_width_inches: float) -> int:
+    """0 (upright) when every key label fits in its cell's width, else 90: short labels such
+    as 小猫 or "cat" stay readable, long ones turn rather than overlap."""
+    size = FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
+    points = size * _EM_PER_COLUMN * max(map(display_width, labels))
+    return 0 if points <= _UPRIGHT_SHARE * cell_width_inches * 72 else 90
 
 
 def show_heatmaps(
@@ -87,7 +100,8 @@ def show_heatmaps(
         if titles is not None:
             ax.set_title(titles[index], fontsize=10)
         if xlabels is not None:
-            ax.set_xticks(range(n_k), labels=xlabels, rotation=90)
+            ax.set_xticks(range(n_k), labels=xlabels,
+                          rotation=_key_label_rotation(xlabels, panel_w / n_k))
         if ylabels is not None:
             ax.set_yticks(range(n_q), labels=ylabels)
         if r == rows - 1:

@@ -6,11 +6,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import itertools  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from course_utils.language import use_edition_font  # noqa: E402
 from course_utils.plots import NON_FINITE_COLOUR, show_heatmaps  # noqa: E402
 
 
@@ -34,6 +37,34 @@ def test_stacks_become_a_grid(shape, grid):
     fig = show_heatmaps(torch.rand(shape))
     assert len(panels(fig)) == grid[0] * grid[1]
     assert panels(fig)[0].get_subplotspec().get_gridspec().get_geometry() == grid
+    plt.close(fig)
+
+
+def _key_labels(fig):
+    fig.canvas.draw()
+    return panels(fig)[0].get_xticklabels()
+
+
+@pytest.mark.parametrize("words", [["那只", "小猫", "冲向", "那只", "铃铛"],
+                                   ["the", "cat", "sat", "[PAD]", "on"]])
+def test_short_key_labels_stand_upright_without_touching(words):
+    """Rotated short labels are hard to read (two characters turned on their side); upright
+    ones must still leave a gap between neighbours, measured on the drawn figure in the
+    edition's own font."""
+    with matplotlib.rc_context():
+        use_edition_font("zh-CN")
+        fig = show_heatmaps(torch.rand(5, 5), xlabels=words, ylabels=words)
+        labels = _key_labels(fig)
+    assert {label.get_rotation() for label in labels} == {0}
+    boxes = [label.get_window_extent() for label in labels]
+    assert all(left.x1 < right.x0 for left, right in itertools.pairwise(boxes))
+    plt.close(fig)
+
+
+def test_labels_too_wide_for_their_cells_are_turned():
+    words = ["representations", "bidirectional", "transformers", "attention", "heads"]
+    fig = show_heatmaps(torch.rand(5, 5), xlabels=words)
+    assert {label.get_rotation() for label in _key_labels(fig)} == {90}
     plt.close(fig)
 
 
