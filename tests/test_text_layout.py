@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from course_utils.text_layout import display_width, fill, pad, table
+from course_utils.text_layout import display_width, fill, format_table, pad
 
 
 def test_wrapping_counts_wide_characters_twice_and_never_cuts_a_number():
@@ -37,7 +37,7 @@ def test_text_wider_than_the_column_is_left_whole():
 
 
 def test_a_table_lines_up_its_columns_by_display_width():
-    lines = table([("方案", "L", "2L 中 >L"), ("none", "0.25", "0.17–0.17"),
+    lines = format_table([("方案", "L", "2L 中 >L"), ("none", "0.25", "0.17–0.17"),
                    ("learned", "1.00", "0.07")], align="<>>").splitlines()
     assert lines == ["方案        L   2L 中 >L",
                      "none     0.25  0.17–0.17",
@@ -47,7 +47,7 @@ def test_a_table_lines_up_its_columns_by_display_width():
 
 def test_a_table_of_latin_text_is_format_with_the_widest_cell():
     rows = [("scheme", "L"), ("sinusoidal", "1.00")]
-    assert table(rows, align="<>", gap=1) == "scheme        L\nsinusoidal 1.00"
+    assert format_table(rows, align="<>", gap=1) == "scheme        L\nsinusoidal 1.00"
 
 
 BAD_INPUTS = [
@@ -62,14 +62,15 @@ BAD_INPUTS = [
     pytest.param(pad, ("a", 0), {}, ValueError, ("width", "positive", "0"), id="pad: width 0"),
     pytest.param(pad, ("a", 5, "right"), {}, ValueError, ("align", "'<', '>', '^'", "'right'"),
                  id="pad: align a word"),
-    pytest.param(table, ("a b",), {}, TypeError, ("rows", "list of rows", "str"),
-                 id="table: a str"),
-    pytest.param(table, ([("a", "b"), ("c",)],), {}, ValueError, ("as many cells", "[2, 1]"),
-                 id="table: ragged rows"),
-    pytest.param(table, ([("a", 1)],), {}, TypeError, ("cell", "str", "int"),
-                 id="table: a number cell"),
-    pytest.param(table, ([("a", "b")],), {"align": "<><"}, ValueError, ("align", "2", "'<><'"),
-                 id="table: align for three columns"),
-    pytest.param(table, ([("a", "b")],), {"align": "<|"}, ValueError, ("align", "'|'"),
-                 id="table: align not a side"),
+    pytest.param(format_table, ("a b",), {}, TypeError, ("rows", "list of rows", "str"),
+                 id="format_table: a str"),
+    pytest.param(format_table, ([("a", "b"), ("c",)],), {}, ValueError, ("as many cells", "[2, 1]"),
+                 id="format_table: ragged rows"),
+    pytest.param(format_table, ([("a", 1)],), {}, TypeError, ("cell", "str", "int"),
+                 id="format_table: a number cell"),
+    pytest.param(format_table, ([("a", "b")],), {"align": "<><"}, ValueError,
+                 ("align", "2", "'<><'"),
+                 id="format_table: align for three columns"),
+    pytest.param(format_table, ([("a", "b")],), {"align": "<|"}, ValueError, ("align", "'|'"),
+                 id="format_table: align not a side"),
 ]
