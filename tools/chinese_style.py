@@ -157,15 +157,20 @@ def table_problems(printed: str) -> list[tuple[str, str]]:
         if not HAS_CHINESE.search(upper + lower) or not all(
                 _TABLE_ROW.search(row) and not row.startswith("✓") for row in (upper, lower)):
             continue
-        above, below = _column_starts(upper), _column_starts(lower)
-        drifts = any(min(above[start], below[start]) >= 2
-                     and display_width(upper[:start]) != display_width(lower[:start])
-                     for start in above.keys() & below.keys())
         cells_above, cells_below = _cells(upper), _cells(lower)
-        unaligned = len(cells_above) == len(cells_below) and any(
-            all(edge != other for edge, other in zip(cell, other_cell, strict=True))
-            for cell, other_cell in zip(cells_above[1:], cells_below[1:], strict=True))
-        if drifts or unaligned:
+        if len(cells_above) == len(cells_below):
+            # Rows of as many cells are judged cell by cell: a start the two rows share by
+            # characters may belong to two different cells (a right-aligned header over a
+            # number), so it says nothing about drift.
+            misaligned = any(
+                all(edge != other for edge, other in zip(cell, other_cell, strict=True))
+                for cell, other_cell in zip(cells_above[1:], cells_below[1:], strict=True))
+        else:
+            above, below = _column_starts(upper), _column_starts(lower)
+            misaligned = any(min(above[start], below[start]) >= 2
+                             and display_width(upper[:start]) != display_width(lower[:start])
+                             for start in above.keys() & below.keys())
+        if misaligned:
             problems.append((RULE_TABLE, f"{upper.strip()} / {lower.strip()}"))
     return problems
 
