@@ -8,22 +8,20 @@ colour scale is set by the finite values only, so a panel with NaN is never draw
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
 
 from course_utils.language import N_, Message, _
-from course_utils.text_layout import display_width
 
 # Write the numbers into the cells only while they stay readable.
 _MAX_ANNOTATED_CELLS = 100
-# A label's width in ems per display column (a Latin letter or half a CJK character), and the
-# share of a cell it may fill before it is turned on its side.
-_EM_PER_COLUMN, _UPRIGHT_SHARE = 0.55, 0.9
+# The least space between two upright key labels; closer ones are turned on their side.
+_LABEL_GAP_POINTS = 2.0
 # Cells holding NaN or ±inf: a colour no sequential colour map of the course uses.
 NON_FINITE_COLOUR = "#3b7dd8"
 
@@ -46,12 +44,20 @@ def _as_grid(matrices) -> torch.Tensor:
     )
 
 
-def _key_label_rotation(labels: Sequence[str], cell_width_inches: float) -> int:
-    """0 (upright) when every key label fits in its cell's width, else 90: short labels such
-    as 小猫 or "cat" stay readable, long ones turn rather than overlap."""
-    size = FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
-    points = size * _EM_PER_COLUMN * max(map(display_width, labels))
-    return 0 if points <= _UPRIGHT_SHARE * cell_width_inches * 72 else 90
+def _turn_touching_key_labels(fig, axes) -> None:
+    """Key labels stay upright (short ones, two CJK characters or a word, are hard to read on
+    their side) unless two neighbours touch once the figure is laid out: then every panel's
+    key labels turn to 90°. Measured on the drawn labels, after constrained layout has sized
+    the panels, in whatever font the figure uses."""
+    fig.draw_without_rendering()
+    for ax in axes.flat:
+        boxes = [label.get_window_extent() for label in ax.get_xticklabels()
+                 if label.get_visible() and label.get_text()]
+        gap = _LABEL_GAP_POINTS * fig.dpi / 72
+        if any(left.x1 + gap > right.x0 for left, right in itertools.pairwise(boxes)):
+            for panel in axes.flat:
+                panel.tick_params(axis="x", labelrotation=90)
+            return
 
 
 def show_heatmaps(
@@ -100,8 +106,7 @@ def show_heatmaps(
         if titles is not None:
             ax.set_title(titles[index], fontsize=10)
         if xlabels is not None:
-            ax.set_xticks(range(n_k), labels=xlabels,
-                          rotation=_key_label_rotation(xlabels, panel_w / n_k))
+            ax.set_xticks(range(n_k), labels=xlabels)
         if ylabels is not None:
             ax.set_yticks(range(n_q), labels=ylabels)
         if r == rows - 1:
@@ -122,6 +127,8 @@ def show_heatmaps(
                                                       else _("NaN or inf"))
         fig.legend(handles=[Patch(color=NON_FINITE_COLOUR, label=label)], loc="outside lower "
                    "right", fontsize=9, frameon=False)
+    if xlabels is not None:
+        _turn_touching_key_labels(fig, axes)
     return fig
 
 

@@ -149,8 +149,34 @@ def test_a_table_padded_by_characters_is_flagged_and_padded_by_width_passes(word
     "n = 256：每一对 (查询, 键) 一个权重\n✓ n = 256：每一对  一个权重",  # a claim is not a row
     "每个分数花费的纳秒数：\n  n =  512：显式实现  7.75 ns",          # a heading is not a row
     "它  分数  0.0\n很  分数  0.0",                                  # same widths line up
+    # Padded by width; the spaces inside a shape are not columns.
+    "q.transpose(1, 2)    (2, 3, 5, 4)   (batch, num_heads, seq_len, d_k)\n"
+    "注意力权重           (2, 3, 5, 5)   (batch, num_heads, n_q, n_k)",
 ])
 def test_text_that_is_not_a_drifting_table_is_not_flagged(printed):
+    assert style.table_problems(printed) == []
+
+
+@pytest.mark.parametrize("printed", [
+    # Labels right-aligned by len: every later cell is one column off in one row.
+    f"{'RNN：':>6} n=256：1.2 ms  n=1024：4.5 ms\n{'注意力：':>6} n=256：0.3 ms  n=1024：3.3 ms",
+    # A header padded by len over rows padded by width.
+    f"{'方案':<6}{'2L 中 >L':>12}\n{pad('none', 6)}{'0.17–0.17':>12}",
+    # Indented rows under a header: the indent is not a cell.
+    "掩码：          权重：\n  [0, 1, 1]    [0, 1, 1]",
+])
+def test_rows_whose_cells_neither_start_nor_end_together_are_flagged(printed):
+    assert {rule for rule, _ in style.table_problems(printed)} == {style.RULE_TABLE}
+
+
+@pytest.mark.parametrize("printed", [
+    # Right-aligned numbers followed by their note line up by the numbers' ends.
+    "底数    10000：波长 [6, 20]\n底数   500000：波长 [6, 32, 167]",
+    # Left-aligned, right-aligned and indented cells padded by width.
+    f"{pad('方案', 12)}{pad('2L 中 >L', 12, '>')}\n{pad('none', 12)}{pad('0.17–0.17', 12, '>')}",
+    f"{pad('掩码：', 16)}权重：\n  {pad('[0, 1, 1]', 14)}[0, 1, 1]",
+])
+def test_rows_that_line_up_by_start_or_end_pass(printed):
     assert style.table_problems(printed) == []
 
 

@@ -45,6 +45,11 @@ def _key_labels(fig):
     return panels(fig)[0].get_xticklabels()
 
 
+def _gaps_between(labels) -> list[float]:
+    boxes = [label.get_window_extent() for label in labels]
+    return [right.x0 - left.x1 for left, right in itertools.pairwise(boxes)]
+
+
 @pytest.mark.parametrize("words", [["那只", "小猫", "冲向", "那只", "铃铛"],
                                    ["the", "cat", "sat", "[PAD]", "on"]])
 def test_short_key_labels_stand_upright_without_touching(words):
@@ -56,15 +61,35 @@ def test_short_key_labels_stand_upright_without_touching(words):
         fig = show_heatmaps(torch.rand(5, 5), xlabels=words, ylabels=words)
         labels = _key_labels(fig)
     assert {label.get_rotation() for label in labels} == {0}
-    boxes = [label.get_window_extent() for label in labels]
-    assert all(left.x1 < right.x0 for left, right in itertools.pairwise(boxes))
+    assert min(_gaps_between(labels)) > 0
     plt.close(fig)
 
 
-def test_labels_too_wide_for_their_cells_are_turned():
-    words = ["representations", "bidirectional", "transformers", "attention", "heads"]
-    fig = show_heatmaps(torch.rand(5, 5), xlabels=words)
-    assert {label.get_rotation() for label in _key_labels(fig)} == {90}
+@pytest.mark.parametrize(("shape", "words"), [
+    ((5, 5), ["representations", "bidirectional", "transformers", "attention", "heads"]),
+    # Four panels shrink each cell once laid out: labels that fit one panel touch here.
+    ((4, 12, 12), ["a", "B", "c", "D", "e", "F", "g", "H", "i", "J", "kk", "LL"]),
+    ((4, 12, 12), "小猫 冲向 铃铛 它 十分 活泼 那只 小狗 跑 向 门 口".split()),
+])
+def test_labels_that_would_touch_are_turned(shape, words):
+    with matplotlib.rc_context():
+        use_edition_font("zh-CN")
+        fig = show_heatmaps(torch.rand(shape), xlabels=words, ylabels=words)
+        labels = _key_labels(fig)
+    assert {label.get_rotation() for label in labels} == {90}
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (2, 6, 6), (4, 8, 8), (2, 3, 4, 4), (1, 20, 20)])
+def test_upright_key_labels_never_touch(shape):
+    """Whatever the grid, labels left upright keep a gap in every panel."""
+    keys, queries = [f"k{i}" for i in range(shape[-1])], [f"q{i}" for i in range(shape[-2])]
+    fig = show_heatmaps(torch.rand(shape), xlabels=keys, ylabels=queries)
+    fig.canvas.draw()
+    for ax in panels(fig):
+        labels = [label for label in ax.get_xticklabels() if label.get_visible()]
+        if labels and labels[0].get_rotation() == 0:
+            assert min(_gaps_between(labels)) > 0, shape
     plt.close(fig)
 
 

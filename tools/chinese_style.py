@@ -67,6 +67,8 @@ STARRED = re.compile(rf"(?<!\*)\*(?![\s*])[^*\n]{{0,30}}[{IDEOGRAPH}]"
 # A column of a printed table starts after a run of spaces; a row has at least one gap of two.
 _COLUMN_START = re.compile(r"( +)(?=\S)")
 _TABLE_ROW = re.compile(r"\S {2,}\S")
+_OPENING, _CLOSING = "([（", ")]）"
+_FIRST_WORD = re.compile(r"[^\s：，；、（]*")
 # An English word glossed in full-width brackets, 词元（token）, is not drift.
 _GLOSS = re.compile(rf"（[^（）{IDEOGRAPH}]*）")
 
@@ -115,14 +117,37 @@ def printed_text_problems(text: str, words=None) -> list[tuple[str, str]]:
 
 
 def _column_starts(line: str) -> dict[int, int]:
-    """Where a column starts in ``line`` (a character index) -> how many spaces precede it."""
-    return {match.end(): len(match.group(1)) for match in _COLUMN_START.finditer(line)}
+    """Where a column starts in ``line`` (a character index) -> how many spaces precede it.
+    A space inside brackets, as in a shape ``(2, 3, 5, 4)``, does not start a column."""
+    starts = {}
+    for match in _COLUMN_START.finditer(line):
+        before = line[:match.start()]
+        if sum(before.count(mark) for mark in _OPENING) == sum(
+                before.count(mark) for mark in _CLOSING):
+            starts[match.end()] = len(match.group(1))
+    return starts
+
+
+def _cells(row: str) -> list[tuple[int, ...]]:
+    """A row's cells, the text between runs of two or more spaces outside brackets, as the
+    display columns where each could be aligned: its start, its end, and the end of its first
+    word (a right-aligned number followed by its unit or a note)."""
+    from course_utils.text_layout import display_width
+
+    gaps = {start: spaces for start, spaces in _column_starts(row).items()
+            if spaces >= 2 and start > spaces}  # leading spaces indent the first cell
+    firsts = [len(row) - len(row.lstrip())] + list(gaps)
+    lasts = [start - gaps[start] for start in gaps] + [len(row.rstrip())]
+    return [(display_width(row[:first]), display_width(row[:last]),
+             display_width(row[:first + len(_FIRST_WORD.match(row, first).group())]))
+            for first, last in zip(firsts, lasts, strict=True)]
 
 
 def table_problems(printed: str) -> list[tuple[str, str]]:
-    """(RULE_TABLE, the two rows) where two consecutive rows of printed text start a column
-    at the same character but not at the same display column: padding by ``len`` (an
-    f-string's ``{word:<8}``) with a wide character on the way. A claim's ✓ line is not a row."""
+    """(RULE_TABLE, the two rows) where two consecutive rows of printed text do not line up:
+    a column starting at the same character but not at the same display column (padding by
+    ``len``, an f-string's ``{word:<8}``, with a wide character on the way), or rows of as many
+    cells whose cells neither start nor end together. A claim's ✓ line is not a row."""
     from course_utils.text_layout import display_width
 
     problems, rows = [], printed.split("\n")
@@ -131,9 +156,14 @@ def table_problems(printed: str) -> list[tuple[str, str]]:
                 _TABLE_ROW.search(row) and not row.startswith("✓") for row in (upper, lower)):
             continue
         above, below = _column_starts(upper), _column_starts(lower)
-        if any(max(above[start], below[start]) >= 2
-               and display_width(upper[:start]) != display_width(lower[:start])
-               for start in above.keys() & below.keys()):
+        drifts = any(max(above[start], below[start]) >= 2
+                     and display_width(upper[:start]) != display_width(lower[:start])
+                     for start in above.keys() & below.keys())
+        cells_above, cells_below = _cells(upper), _cells(lower)
+        unaligned = len(cells_above) == len(cells_below) and any(
+            all(edge != other for edge, other in zip(cell, other_cell, strict=True))
+            for cell, other_cell in zip(cells_above[1:], cells_below[1:], strict=True))
+        if drifts or unaligned:
             problems.append((RULE_TABLE, f"{upper.strip()} / {lower.strip()}"))
     return problems
 
