@@ -1,8 +1,9 @@
 """Text laid out by display width, for any language: columns padded, lines wrapped.
 
 A CJK character takes two columns of a monospaced font, so padding by ``len`` (as an
-f-string's ``{name:>12}`` does) leaves Chinese columns short. ``pad`` pads by display width;
-``fill`` wraps report lines. Wrapping decides by the text's own characters: text without wide
+f-string's ``{name:>12}`` does) leaves Chinese columns short. ``pad`` pads by display width
+and ``table`` lays rows out in columns padded so; ``fill`` wraps report lines. Wrapping
+decides by the text's own characters: text without wide
 (CJK) characters is wrapped at spaces like ``textwrap.fill``; text with them may break after
 any wide character (Chinese has no spaces to break at), but never inside a run of Latin
 letters or digits, so a number is never cut in two, and never before closing punctuation.
@@ -38,6 +39,32 @@ def pad(text: str, width: int, align: str = "<") -> str:
     room = max(width - display_width(text), 0)
     left = {"<": 0, ">": room, "^": room // 2}[align]
     return " " * left + text + " " * (room - left)
+
+
+def table(rows, align: str = ">", gap: int = 2) -> str:
+    """Rows of cells (str) as lines of columns, each as wide as its widest cell in display
+    width. ``align`` is one of "<", ">", "^" for every column, or one such character per
+    column ("<>>" puts the first on the left, the others on the right)."""
+    rows = [list(row) for row in require_instance("rows", rows, (list, tuple), "a list of rows")]
+    if not rows or any(len(row) != len(rows[0]) for row in rows):
+        raise ValueError(f"rows should be a non-empty list of rows of as many cells, got row "
+                         f"lengths {[len(row) for row in rows]}")
+    for row in rows:
+        for cell in row:
+            require_instance("a cell of rows", cell, str, "a str")
+    columns = len(rows[0])
+    aligns = align * columns if len(align) == 1 else align
+    if len(aligns) != columns:
+        raise ValueError(f"align should be one character or {columns} (one per column), "
+                         f"got {align!r}")
+    for character in aligns:
+        require_one_of("align", character, ("<", ">", "^"))
+    widths = [max(1, *(display_width(cell) for cell in column))
+              for column in zip(*rows, strict=True)]
+    separator = " " * require_positive_int("gap", gap)
+    return "\n".join(separator.join(pad(cell, width, side)
+                                    for cell, width, side in zip(row, widths, aligns, strict=True))
+                     .rstrip() for row in rows)
 
 
 def fill(message: str, head: str, width: int = 100) -> str:

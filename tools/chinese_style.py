@@ -118,10 +118,13 @@ def printed_text_problems(text: str, words=None) -> list[tuple[str, str]]:
 
 def _column_starts(line: str) -> dict[int, int]:
     """Where a column starts in ``line`` (a character index) -> how many spaces precede it.
-    A space inside brackets, as in a shape ``(2, 3, 5, 4)``, does not start a column."""
+    A space inside brackets, as in a shape ``(2, 3, 5, 4)``, does not start a column, nor
+    does the indent before the first one."""
     starts = {}
     for match in _COLUMN_START.finditer(line):
         before = line[:match.start()]
+        if not before:
+            continue
         if sum(before.count(mark) for mark in _OPENING) == sum(
                 before.count(mark) for mark in _CLOSING):
             starts[match.end()] = len(match.group(1))
@@ -134,8 +137,7 @@ def _cells(row: str) -> list[tuple[int, ...]]:
     word (a right-aligned number followed by its unit or a note)."""
     from course_utils.text_layout import display_width
 
-    gaps = {start: spaces for start, spaces in _column_starts(row).items()
-            if spaces >= 2 and start > spaces}  # leading spaces indent the first cell
+    gaps = {start: spaces for start, spaces in _column_starts(row).items() if spaces >= 2}
     firsts = [len(row) - len(row.lstrip())] + list(gaps)
     lasts = [start - gaps[start] for start in gaps] + [len(row.rstrip())]
     return [(display_width(row[:first]), display_width(row[:last]),
@@ -156,7 +158,7 @@ def table_problems(printed: str) -> list[tuple[str, str]]:
                 _TABLE_ROW.search(row) and not row.startswith("✓") for row in (upper, lower)):
             continue
         above, below = _column_starts(upper), _column_starts(lower)
-        drifts = any(max(above[start], below[start]) >= 2
+        drifts = any(min(above[start], below[start]) >= 2
                      and display_width(upper[:start]) != display_width(lower[:start])
                      for start in above.keys() & below.keys())
         cells_above, cells_below = _cells(upper), _cells(lower)
