@@ -2,9 +2,9 @@
 
 A CJK character takes two columns of a monospaced font, so padding by ``len`` (as an
 f-string's ``{name:>12}`` does) leaves Chinese columns short. ``pad`` pads by display width
-and ``table`` lays rows out in columns padded so; ``fill`` wraps report lines. Wrapping
-decides by the text's own characters: text without wide
-(CJK) characters is wrapped at spaces like ``textwrap.fill``; text with them may break after
+and ``format_table`` lays rows out in columns padded so; ``fill`` wraps report lines.
+Wrapping decides by the text's own characters: text without wide (CJK) characters is
+wrapped at spaces like ``textwrap.fill``; text with them may break after
 any wide character (Chinese has no spaces to break at), but never inside a run of Latin
 letters or digits, so a number is never cut in two, and never before closing punctuation.
 """
@@ -41,7 +41,7 @@ def pad(text: str, width: int, align: str = "<") -> str:
     return " " * left + text + " " * (room - left)
 
 
-def table(rows, align: str = ">", gap: int = 2) -> str:
+def format_table(rows, align: str = ">", gap: int = 2) -> str:
     """Rows of cells (str) as lines of columns, each as wide as its widest cell in display
     width. ``align`` is one of "<", ">", "^" for every column, or one such character per
     column ("<>>" puts the first on the left, the others on the right)."""
