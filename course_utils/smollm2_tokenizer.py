@@ -39,14 +39,14 @@ class SmolLM2Tokenizer:
     """
 
     def __init__(self, path=None):
-        reader = open_gguf(path)
-        model = _field(reader, "tokenizer.ggml.model")
+        file = open_gguf(path)
+        model = _field(file, "tokenizer.ggml.model")
         if model != "gpt2":
             raise ValueError(f"the file should hold a byte-level BPE tokenizer ('gpt2'), got "
                              f"{model!r}")
-        pieces = _field(reader, "tokenizer.ggml.tokens")
-        kinds = _field(reader, "tokenizer.ggml.token_type")
-        merges = [tuple(merge.split(" ")) for merge in _field(reader, "tokenizer.ggml.merges")]
+        pieces = _field(file, "tokenizer.ggml.tokens")
+        kinds = _field(file, "tokenizer.ggml.token_type")
+        merges = [tuple(merge.split(" ")) for merge in _field(file, "tokenizer.ggml.merges")]
         self._backend = BPEBackend(models.BPE(
             vocab={piece: index for index, piece in enumerate(pieces)}, merges=merges,
             fuse_unk=False))
@@ -61,10 +61,10 @@ class SmolLM2Tokenizer:
             for piece, kind in zip(pieces, kinds, strict=True) if kind == _CONTROL
         ])
         self.vocab_size = len(pieces)
-        self.bos_id = int(_field(reader, "tokenizer.ggml.bos_token_id"))  # <|im_start|>
-        self.eos_id = int(_field(reader, "tokenizer.ggml.eos_token_id"))  # <|im_end|>
-        self.pad_id = int(_field(reader, "tokenizer.ggml.padding_token_id"))
-        self.chat_template = _field(reader, "tokenizer.chat_template")
+        self.bos_id = int(_field(file, "tokenizer.ggml.bos_token_id"))  # <|im_start|>
+        self.eos_id = int(_field(file, "tokenizer.ggml.eos_token_id"))  # <|im_end|>
+        self.pad_id = int(_field(file, "tokenizer.ggml.padding_token_id"))
+        self.chat_template = _field(file, "tokenizer.chat_template")
         # The settings transformers renders chat templates with (chat_template_utils.py).
         self._template = ImmutableSandboxedEnvironment(
             trim_blocks=True, lstrip_blocks=True).from_string(self.chat_template)

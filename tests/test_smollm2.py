@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from pathlib import Path
 
 import gguf
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
@@ -67,9 +69,9 @@ MESSAGES = [
 def one_parse_for_transformers():
     """transformers' GGUF loaders parse the file three times (5 s each) and rebuild gguf's
     tensor-name map for each of the model's 397 submodules (10 s), with the same result each
-    time; for the session they share the course's parse and one map (about 25 s saved)."""
+    time; for the session they share one parse and one map (about 25 s saved)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gguf, "GGUFReader", lambda path: open_gguf(path))
+        patch.setattr(gguf, "GGUFReader", functools.cache(gguf.GGUFReader))
         patch.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
         yield
 
@@ -147,6 +149,36 @@ def test_tensors_equal_transformers_state_dict(tensors, reference_model):
         assert torch.equal(weight, theirs[name]), name
     # Tied embeddings: transformers' output layer is the same matrix.
     assert torch.equal(theirs["lm_head.weight"], tensors["model.embed_tokens.weight"])
+
+
+def test_each_tensor_holds_its_own_float32_numbers_and_nothing_more(tensors):
+    # No tensor is a view of a larger buffer (a mapped file, a block array): the model's
+    # memory is its parameters' numbers.
+    for name, weight in tensors.items():
+        assert weight.untyped_storage().nbytes() == 4 * weight.numel(), name
+
+
+def test_open_gguf_keeps_no_reader_and_reads_the_tensors_the_reader_maps(
+        monkeypatch, one_parse_for_transformers):
+    # A GGUFReader keeps ~170 MB of parsed fields and maps the file: none may outlive the read.
+    readers = []
+
+    class RecordedReader(gguf.gguf_reader.GGUFReader):  # the class, not the session's cache
+        def __init__(self, path):
+            super().__init__(path)
+            readers.append(weakref.ref(self))
+
+    monkeypatch.setattr(gguf, "GGUFReader", RecordedReader)
+    smollm2._checked_file.cache_clear()
+    file = open_gguf()
+    assert len(readers) == 1 and readers[0]() is None
+    monkeypatch.undo()  # gguf.GGUFReader: the session's one parse again
+    reader = gguf.GGUFReader(model_file())
+    assert [tensor.name for tensor in file.tensors] == [tensor.name for tensor in reader.tensors]
+    for ours, theirs in zip(file.tensors, reader.tensors, strict=True):
+        data = file.data(ours)
+        assert data.dtype == theirs.data.dtype and np.array_equal(data, theirs.data), ours.name
+    assert file.fields["tokenizer.ggml.tokens"] == reader.fields["tokenizer.ggml.tokens"].contents()
 
 
 def test_the_file_holds_q4_1_and_q8_0_blocks_and_float32_norms():
