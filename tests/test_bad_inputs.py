@@ -56,6 +56,8 @@ NO_INPUT_TO_CHECK = {
     "course_utils.exercises.Verdict",
     "course_utils.heads.TwoRelationBatch",
     "course_utils.pretrained.MiniLMOutput",
+    "course_utils.smollm2.GGUFFile",
+    "course_utils.smollm2.GGUFTensor",
     "course_utils.smollm2.SmolLM2Config",
     "course_utils.widgets.explorer.ComputationSteps",
     "course_utils.widgets.explorer.ExplorerState",

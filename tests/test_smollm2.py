@@ -181,6 +181,11 @@ def test_open_gguf_keeps_no_reader_and_reads_the_tensors_the_reader_maps(
     assert file.fields["tokenizer.ggml.tokens"] == reader.fields["tokenizer.ggml.tokens"].contents()
 
 
+def test_a_gguf_file_reads_only_its_own_tensor_records():
+    with pytest.raises(TypeError, match="tensor.*GGUFTensor.*str"):
+        open_gguf().data("blk.0.ffn_up.weight")
+
+
 def test_the_file_holds_q4_1_and_q8_0_blocks_and_float32_norms():
     kinds = {tensor.tensor_type.name for tensor in open_gguf().tensors}
     assert kinds == {"Q4_1", "Q8_0", "F32"}
