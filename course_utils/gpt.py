@@ -14,6 +14,8 @@ is why :func:`course_utils.generation.generate` crops the context. Lesson 14's m
 its queries and keys instead (RoPE, ``MultiHeadAttention(rope_base=...)``).
 
 The model follows the protocol of :mod:`course_utils.kv_cache`: ``model(tokens, cache=None)``.
+:func:`train_on_text` is lesson 12's training recipe, shared with lesson 13, which retrains
+the same model to look for induction heads in it.
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ from torch import nn
 
 from course_utils.checks import (
     require_bool,
+    require_generator,
     require_instance,
     require_positive_int,
+    require_positive_number,
     require_token_ids,
 )
+from course_utils.corpus import sample_windows
 from course_utils.kv_cache import KVCache
 from course_utils.masks import causal_mask
+from course_utils.training import fit
 from course_utils.transformer import EncoderBlock
 
 
@@ -104,3 +110,34 @@ class GPT(nn.Module):
         if return_weights:
             return logits, torch.stack(all_weights, dim=1)
         return logits  # (batch, n_new, vocab_size)
+
+
+def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
+                  batch_size: int = 32, lr: float = 5e-3) -> list[float]:
+    """Train ``model`` on a token stream as lesson 12 does; return the loss of every step.
+
+    Each of the ``steps`` Adam steps (:func:`course_utils.training.fit`) draws ``batch_size``
+    windows of ``model.max_len + 1`` consecutive tokens from ``tokens`` ``(num_tokens,)``
+    with ``generator`` (:func:`course_utils.corpus.sample_windows`); the model reads
+    ``window[:, :-1]`` and every position is scored (cross-entropy) on the next token,
+    ``window[:, 1:]``. The same generator state and initial weights give the same model.
+    """
+    require_instance("model", model, GPT, "a course_utils.gpt.GPT")
+    tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
+    require_positive_int("steps", steps)
+    if require_generator("generator", generator) is None:
+        raise TypeError("generator should be a torch.Generator (e.g. "
+                        "torch.Generator().manual_seed(0)): batches are drawn with it, never "
+                        "with the global random state")
+    require_positive_int("batch_size", batch_size)
+    require_positive_number("lr", lr)
+    if len(tokens) < model.max_len + 1:
+        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is shorter than one "
+                         f"window of max_len + 1 = {model.max_len + 1} tokens")
+
+    def loss_at_step(step: int) -> torch.Tensor:
+        window = sample_windows(tokens, batch_size, model.max_len, generator)
+        logits = model(window[:, :-1])  # (batch, max_len, vocab_size)
+        return F.cross_entropy(logits.reshape(-1, model.vocab_size), window[:, 1:].reshape(-1))
+
+    return fit(model, loss_at_step, steps, lr=lr)

@@ -7,8 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.gpt import GPT
+from course_utils.corpus import sample_windows
+from course_utils.gpt import GPT, train_on_text
 from course_utils.kv_cache import KVCache
+from course_utils.training import fit
 from course_utils.transformer import EncoderBlock
 
 VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, D_FF = 11, 16, 12, 3, 2, 20
@@ -101,7 +103,42 @@ def test_the_starting_logits_are_small():
     assert logits.abs().max() < 2, "near-uniform predictions at step 0 (loss ~ log vocab_size)"
 
 
+def _lesson_12_loop(model, tokens, steps, generator):
+    """Lesson 12's training cell as it was written before it called train_on_text."""
+    def loss_at_step(step):
+        window = sample_windows(tokens, 32, MAX_LEN, generator)  # (batch, seq_len + 1)
+        logits = model(window[:, :-1])  # (batch, seq_len, vocab_size)
+        return F.cross_entropy(logits.reshape(-1, VOCAB), window[:, 1:].reshape(-1))
+    return fit(model, loss_at_step, steps, lr=5e-3)
+
+
+def test_train_on_text_is_lesson_12s_loop():
+    stream = torch.randint(0, VOCAB, (400,), generator=torch.Generator().manual_seed(3))
+    models, losses = [], []
+    for train in (_lesson_12_loop, train_on_text):
+        torch.manual_seed(4)
+        models.append(GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS))
+        losses.append(train(models[-1], stream, 12, torch.Generator().manual_seed(5)))
+    assert losses[0] == losses[1], "the same batches and the same updates, bit for bit"
+    for (name, theirs), ours in zip(models[0].state_dict().items(),
+                                    models[1].state_dict().values(), strict=True):
+        assert torch.equal(theirs, ours), name
+    assert not models[1].training, "handed back in eval mode, as fit leaves it"
+    assert losses[1][-1] < losses[1][0]
+
+
+def test_train_on_text_reads_max_len_windows():
+    model = GPT(VOCAB, 6, D_MODEL, HEADS, 1)
+    seen = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape))
+    train_on_text(model, torch.arange(20) % VOCAB, 2, torch.Generator().manual_seed(0),
+                  batch_size=3)
+    assert seen == [(3, 6), (3, 6)]
+
+
 _MODEL = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, 1)
+_STREAM = torch.arange(40) % VOCAB
+_DRAWS = torch.Generator().manual_seed(0)
 _FULL = KVCache()
 _MODEL(torch.zeros(1, MAX_LEN, dtype=torch.long), cache=_FULL)
 
@@ -133,4 +170,22 @@ BAD_INPUTS = [
     pytest.param(_MODEL, (torch.zeros(1, 1, dtype=torch.long),), {"return_weights": 1},
                  TypeError, ("return_weights", "True or False", "1"),
                  id="GPT: return_weights=1"),
+    pytest.param(train_on_text, (nn.Linear(2, 2), _STREAM, 1, _DRAWS), {}, TypeError,
+                 ("model", "GPT", "Linear"), id="train_on_text: not a GPT"),
+    pytest.param(train_on_text, (_MODEL, _STREAM[None], 1, _DRAWS), {}, ValueError,
+                 ("tokens", "(num_tokens,)", "(1, 40)"), id="train_on_text: 2-D tokens"),
+    pytest.param(train_on_text, (_MODEL, _STREAM + VOCAB, 1, _DRAWS), {}, ValueError,
+                 ("tokens", f"0..{VOCAB - 1}", str(2 * VOCAB - 1)),
+                 id="train_on_text: id past the vocabulary"),
+    pytest.param(train_on_text, (_MODEL, _STREAM[:MAX_LEN], 1, _DRAWS), {}, ValueError,
+                 ("tokens", "max_len + 1 = 17", "(16,)"), id="train_on_text: too short"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 0, _DRAWS), {}, ValueError,
+                 ("steps", "positive int", "0"), id="train_on_text: no steps"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, None), {}, TypeError,
+                 ("generator", "torch.Generator", "global random state"),
+                 id="train_on_text: no generator"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS), {"batch_size": 0}, ValueError,
+                 ("batch_size", "positive int", "0"), id="train_on_text: batch_size 0"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS), {"lr": -1.0}, ValueError,
+                 ("lr", "positive", "-1"), id="train_on_text: negative lr"),
 ]
