@@ -24,14 +24,12 @@ from course_utils.corpus import (
     CharTokenizer,
     bigram_loss,
     load_text,
-    sample_windows,
     train_validation_split,
     unigram_loss,
     verse_line_share,
 )
 from course_utils.generation import generate
-from course_utils.gpt import GPT
-from course_utils.training import fit
+from course_utils.gpt import GPT, train_on_text
 
 
 def _prompts(validation_text: str, count: int) -> list[str]:
@@ -61,14 +59,8 @@ def measure(seed: int, args, tokenizer, train, validation) -> dict[str, float]:
     model = GPT(vocab, max_len=args.seq_len, d_model=args.d_model, num_heads=4,
                 num_layers=args.layers)
     batches = torch.Generator().manual_seed(seed)
-
-    def loss_at_step(step):
-        window = sample_windows(train, args.batch, args.seq_len, batches)
-        return F.cross_entropy(model(window[:, :-1]).reshape(-1, vocab),
-                               window[:, 1:].reshape(-1))
-
     start = time.perf_counter()
-    fit(model, loss_at_step, args.steps, lr=args.lr)
+    train_on_text(model, train, args.steps, batches, batch_size=args.batch, lr=args.lr)
     seconds = time.perf_counter() - start
     windows = (len(validation) - 1) // args.seq_len
     inputs = validation[:windows * args.seq_len].view(windows, args.seq_len)
