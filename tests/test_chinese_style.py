@@ -194,6 +194,29 @@ def test_a_notebook_table_is_read_from_the_cell_output(tmp_path):
         style.RULE_TABLE]
 
 
+def test_a_table_printed_in_chunks_is_read_as_the_reader_sees_it(tmp_path):
+    upper, lower = _rows(TABLE_WORDS[:2], by_characters).split("\n")[:2]
+    chunks = [upper + "\n", lower + "\n"]
+    notebook = nbformat.v4.new_notebook()
+    one_stream = nbformat.v4.new_code_cell("print(table)")
+    one_stream.outputs = [nbformat.v4.new_output("stream", name="stdout", text=chunk)
+                          for chunk in chunks]
+    # Rows of two streams, or on both sides of a figure, are not one table.
+    two_streams = nbformat.v4.new_code_cell("print(table)")
+    two_streams.outputs = [nbformat.v4.new_output("stream", name=name, text=chunk)
+                           for name, chunk in zip(["stdout", "stderr"], chunks, strict=True)]
+    around_a_figure = nbformat.v4.new_code_cell("print(table)")
+    around_a_figure.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=chunks[0]),
+        nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>"}),
+        nbformat.v4.new_output("stream", name="stdout", text=chunks[1])]
+    notebook.cells = [one_stream, two_streams, around_a_figure]
+    path = tmp_path / "09_x.ipynb"
+    nbformat.write(notebook, path)
+    assert [(problem.place.rsplit(" ", 1)[-1], problem.rule)
+            for problem in style.notebook_problems(path, WORDS)] == [("1", style.RULE_TABLE)]
+
+
 def _problems_by_rule(problems, rule):
     return "\n".join(str(problem) for problem in problems if problem.rule.startswith(rule))
 

@@ -176,9 +176,19 @@ def table_problems(printed: str) -> list[tuple[str, str]]:
 
 
 def printed_outputs(cell) -> list[str]:
-    """The text a code cell printed (its stream outputs)."""
-    return ["".join(output.get("text", "")) for output in cell.get("outputs", [])
-            if output.get("output_type") == "stream"]
+    """The text a code cell printed, one text per run of a stream's consecutive outputs: the
+    kernel may store one printed table as several chunks, and a reader sees them as one."""
+    texts, previous = [], None
+    for output in cell.get("outputs", []):
+        stream = output.get("name") if output.get("output_type") == "stream" else None
+        if stream is not None:
+            text = "".join(output.get("text", ""))
+            if stream == previous:
+                texts[-1] += text
+            else:
+                texts.append(text)
+        previous = stream
+    return texts
 
 
 def _inline_text(token) -> tuple[str, list[str], list[str]]:
