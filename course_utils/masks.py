@@ -25,6 +25,7 @@ from course_utils.checks import (
     require_same_device,
     require_tensor,
 )
+from course_utils.language import _
 
 
 def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tensor:
@@ -165,11 +166,12 @@ def _require_fill(fill, dtype: torch.dtype) -> float:
     if not fill < 0:
         raise ValueError(f"fill should be negative to block a key, got {fill}")
     if fill != float("-inf") and torch.tensor(fill, dtype=torch.float64).to(dtype).isinf():
-        raise ValueError(
-            f"fill={fill:g} overflows to -inf in {dtype} (its most negative finite value is "
-            f"torch.finfo({dtype}).min = {torch.finfo(dtype).min:g}); pass float('-inf') "
+        # Lesson 05 prints this message, so it is in the reader's language.
+        raise ValueError(_(
+            "fill={fill:g} overflows to -inf in {dtype} (its most negative finite value is "
+            "torch.finfo({dtype}).min = {smallest:g}); pass float('-inf') "
             "if you mean -inf, or a fill the dtype can hold"
-        )
+        ).format(fill=fill, dtype=dtype, smallest=torch.finfo(dtype).min))
     return fill
 
 
