@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -136,4 +137,42 @@ def test_no_mention_of_where_the_material_came_from(path):
     assert not found, (
         f"{path.name} tells the learner where material came from ({'; '.join(found)}); "
         "state it as a fact about the example instead"
+    )
+
+
+def text_padded_by_character_count(source: str) -> list[str]:
+    """The string literals that an f-string pads to a width (``{'合计':<10}``): ``format``
+    counts characters, so a wide (CJK) character takes two columns and the column drifts."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a cell of shell or magic commands holds no f-string to check
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str) and node.format_spec is not None
+                and re.search(r"\d", ast.unparse(node.format_spec))):
+            found.append(repr(node.value.value))
+    return found
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("print(f\"{'合计':<10} {total:>10,}\")", ["'合计'"]),
+    ("print(f\"{'':>5} | {'unscaled':^8}\")", ["''", "'unscaled'"]),
+    ("print(f\"{pad('合计', 17)} {total:>10,}\")", []),
+    ("print(f\"{name:<8} {n:>10.2f} {'x'}\")", []),  # a variable: not knowable here
+    ("!pip install torch", []),
+])
+def test_padding_by_character_count_is_found(source, found):
+    assert text_padded_by_character_count(source) == found
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_name)
+def test_text_in_tables_is_padded_by_display_width(path):
+    found = [f"cell {index}: {literal}" for index, cell in enumerate(read(path).cells)
+             if cell.cell_type == "code"
+             for literal in text_padded_by_character_count(cell.source)]
+    assert not found, (
+        f"{path.name} pads text with a format width ({'; '.join(found)}); use "
+        "course_utils.text_layout.pad, which counts a wide character as two columns"
     )
