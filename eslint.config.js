@@ -1,5 +1,5 @@
 // ESLint's flat config for the course's JavaScript: the attention explorer's front end
-// (course_utils/widgets/static/, a classic browser script that node can also require) and
+// (course_utils/views/static/, a classic browser script that node can also require) and
 // its unit tests (tests/js/, node's test runner). Run by tests/test_explorer_js.py.
 "use strict";
 const js = require("@eslint/js");

@@ -1,7 +1,7 @@
 """Helpers for the notebooks of *Self-attention, hands-on*.
 
 A lesson imports the few names it needs, e.g.
-``from course_utils.attention import scaled_dot_product_attention``. The package has:
+``from course_utils.nn.attention import scaled_dot_product_attention``. The package has:
 
 - core modules, one per idea of the course (``attention``, ``masks``, ``transformer``,
   ``cost``, ``plots`` ...), each tested against PyTorch's own implementation;

@@ -178,6 +178,29 @@ def require_positive_number(name: str, value) -> float:
     return value
 
 
+def require_temperature(name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite number >= 0 (a sampling temperature;
+    0 = greedy)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} should be a number >= 0 (0 = greedy), got {_describe(value)}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} should be a finite number >= 0 (0 = greedy), got {value!r}")
+    return float(value)
+
+
+def require_key_padding(name: str, mask, batch_and_n_src) -> torch.Tensor:
+    """A padding mask on the memory as ``(batch, n_src)`` (True = real token); ``(batch, 1,
+    n_src)``, which broadcasts over the queries, is accepted too."""
+    batch, n_src = batch_and_n_src
+    if (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+            and tuple(mask.shape) in ((batch, n_src), (batch, 1, n_src))):
+        return mask.reshape(batch, n_src)
+    got = (f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor)
+           else type(mask).__name__)
+    raise ValueError(f"{name} should be a bool (batch, n_src) = {(batch, n_src)} "
+                     f"tensor (or (batch, 1, n_src)), True at real tokens, got {got}")
+
+
 def require_seed(name: str, value) -> int:
     """Return ``value`` if it is an int seed that Python, NumPy and torch all accept."""
     if isinstance(value, bool) or not isinstance(value, int):

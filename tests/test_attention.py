@@ -9,12 +9,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_utils.attention import (
+from course_utils.nn.attention import (
     MultiHeadAttention,
     SelfAttention,
     scaled_dot_product_attention,
 )
-from course_utils.masks import causal_mask
+from course_utils.nn.masks import causal_mask
 
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
 

@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 import course_utils
+from course_utils.nn.training import fit
 from course_utils.notebook import claim, lesson_generator, seeds, setup
-from course_utils.training import fit
 
 # Modules whose public names need no row, and why. Everything else pkgutil finds is covered.
 NOT_COVERED = {
@@ -44,8 +44,8 @@ NOT_COVERED = {
     "course_utils.diagnostics.subjects": "the implementation under test, as diagnose() wraps it",
     # Specimens, not API: lesson 08 prints their source for the learner to spot the one
     # line that is wrong, and diagnose() must meet their bugs, not a validator's refusal.
-    "course_utils.attention_bugs": "the gallery of broken attention functions",
-    "course_utils.exercises.debugging": "the broken functions of lesson 08's exercises",
+    "course_utils.experiments.l08_bug_gallery": "the gallery of broken attention functions",
+    "course_utils.exercises.l08": "the broken functions of lesson 08's exercises",
 }
 
 # Single public names that take no input a learner could get wrong.
@@ -53,17 +53,17 @@ NO_INPUT_TO_CHECK = {
     # Records the package fills and returns (frozen dataclasses); nobody builds them by hand.
     "course_utils.diagnostics.report.Finding",
     "course_utils.diagnostics.report.Report",
-    "course_utils.exercises.Verdict",
-    "course_utils.heads.TwoRelationBatch",
-    "course_utils.pretrained.MiniLMOutput",
-    "course_utils.smollm2.GGUFFile",
-    "course_utils.smollm2.GGUFTensor",
-    "course_utils.smollm2.SmolLM2Config",
-    "course_utils.widgets.explorer.ComputationSteps",
-    "course_utils.widgets.explorer.ExplorerState",
-    "course_utils.widgets.live.LiveState",
-    "course_utils.widgets.live.ReadableText",
-    "course_utils.widgets.scaling.ScalingState",
+    "course_utils.exercises.framework.Verdict",
+    "course_utils.experiments.l04_heads.TwoRelationBatch",
+    "course_utils.models.minilm.MiniLMOutput",
+    "course_utils.models.smollm2.gguf_file.GGUFFile",
+    "course_utils.models.smollm2.gguf_file.GGUFTensor",
+    "course_utils.models.smollm2.loading.SmolLM2Config",
+    "course_utils.views.explorer_model.ComputationSteps",
+    "course_utils.views.explorer_model.ExplorerState",
+    "course_utils.views.live_view.LiveState",
+    "course_utils.views.live_view.ReadableText",
+    "course_utils.views.scaling_widget.ScalingState",
 }
 
 
@@ -189,7 +189,7 @@ def _row_target(function):
 
 def test_every_module_is_covered_or_excused():
     found = {info.name for info in pkgutil.walk_packages(course_utils.__path__, "course_utils.")}
-    assert {"course_utils.attention", "course_utils.widgets.explorer"} <= found
+    assert {"course_utils.nn.attention", "course_utils.views.explorer"} <= found
     stale = [name for name in NOT_COVERED if name not in found]
     assert not stale, f"NOT_COVERED names modules that do not exist: {stale}"
     covered = {module.__name__ for module in COVERED_MODULES}

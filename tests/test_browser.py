@@ -34,26 +34,25 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.language import set_language
-from course_utils.widgets.explorer import (
-    TEMPERATURES,
-    AttentionExplorer,
-    ModelExplorer,
+from course_utils.views.explorer import AttentionExplorer, ModelExplorer, synthetic_attentions
+from course_utils.views.explorer_html import TEMPERATURES
+from course_utils.views.explorer_model import (
     computation_steps,
     explorer_state,
     pronoun_example,
     round_example,
-    synthetic_attentions,
     weight_matrix,
+)
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CLICK_LATENCY_JS,
+    LATENCY_TARGET_MS,
+    pronoun_example_of,
+    require_chromium,
 )
 from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, front_end_outputs, read
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-quic", "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = ROOT / "tests" / "screenshots"
 EXPLORER_NOTEBOOKS = {edition: folder / "09_attention_explorer.ipynb"
                       for edition, folder in EDITIONS.items()}
@@ -62,27 +61,6 @@ RUN_ALL_TIMEOUT_S = 180  # a lesson runs in at most 60 s; the rest is slack for 
 WIDGET_RENDER_TIMEOUT_S = 30
 LATENCY_CLICKS = 12
 
-# From a click on a word of the explorer found by ``selector`` to its row in the page, in ms
-# (the same measurement in JupyterLab here and on the static site in tests/test_site.py).
-CLICK_LATENCY_JS = """async ([index, selector]) => {
-    const root = document.querySelector(selector);
-    const button = root.querySelectorAll('.attn-explorer-token')[index];
-    const updated = () => {
-        const row = root.querySelector('.attn-explorer-row');
-        return row && row.dataset.query === String(index);
-    };
-    return await new Promise((resolve, reject) => {
-        const observer = new MutationObserver(() => {
-            if (updated()) { observer.disconnect(); resolve(performance.now() - start); }
-        });
-        observer.observe(root, {subtree: true, childList: true, attributes: true,
-                                characterData: true});
-        const start = performance.now();
-        button.click();
-        setTimeout(() => { observer.disconnect(); reject(new Error('no update in 5 s')); }, 5000);
-    });
-}"""
-LATENCY_TARGET_MS = 50
 # Settings of this server only (its own JUPYTER_CONFIG_DIR): never save notebooks, render
 # every cell (windowing would leave off-screen cells out of the page), no news pop-ups.
 LAB_SETTINGS = {
@@ -92,15 +70,6 @@ LAB_SETTINGS = {
         "checkForUpdates": False, "fetchNews": "false",
     },
 }
-
-
-def _require_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    reason = f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(reason + "; CI must install it", pytrace=False)
-    pytest.skip(reason)
 
 
 @dataclass(frozen=True)
@@ -144,7 +113,7 @@ def _write_lab_settings(settings_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[Lab]:
     """A JupyterLab on 127.0.0.1 with its own config, data and runtime directories."""
-    _require_chromium()
+    require_chromium()
     home = tmp_path_factory.mktemp("jupyter")
     config_dir, data_dir, runtime_dir = (home / name for name in ("config", "data", "runtime"))
     settings_dir = config_dir / "lab" / "user-settings"
@@ -207,7 +176,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 @pytest.fixture(scope="module")
 def chromium():
     """One Chromium for the module (playwright allows one sync instance at a time)."""
-    _require_chromium()
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -428,17 +397,6 @@ def assert_shows(page, expected) -> None:
         f"the explorer shows {seen['weights']} for query {expected.query}, "
         f"expected {[round(w, 3) for w in expected.weights]}"
     )
-
-
-
-
-def pronoun_example_of(edition: str):
-    """The explorer's sentence as that edition shows it (same vectors, its own words)."""
-    set_language(edition)
-    try:
-        return pronoun_example()
-    finally:
-        set_language("en")
 
 
 # The words the test clicks, in each edition's sentence.
@@ -669,8 +627,8 @@ def test_explorer_shows_odd_tokens_literally(plain_browser, tmp_path):
 
 
 def test_explorer_editing_a_query_recomputes_its_row_as_python_does(plain_browser, tmp_path):
-    from course_utils.exercises.explorer import with_query_of_it
-    from course_utils.widgets.explorer import round_example
+    from course_utils.exercises.l09 import with_query_of_it
+    from course_utils.views.explorer_model import round_example
 
     explorer = AttentionExplorer(round_example())
     edit = {"noun": 2, "inanimate": 5.5, "animate": 0, "quality": 1.5}

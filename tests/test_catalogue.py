@@ -132,10 +132,10 @@ PSEUDO_RUN = r'''
 import json, re, torch
 from course_utils.notebook import setup, claim
 from course_utils.language import available_languages
-from course_utils.exercises.scaling import measure_variance
-from course_utils.widgets.explorer import AttentionExplorer
+from course_utils.exercises.l03 import measure_variance
+from course_utils.views.explorer import AttentionExplorer
 from course_utils.diagnostics import diagnose
-from course_utils.attention_bugs import BUGS
+from course_utils.experiments.l08_bug_gallery import BUGS
 
 assert "en-XA" in available_languages()
 setup(seed=0, language="en-XA")

@@ -17,6 +17,7 @@ from course_utils.checks import (
     require_instance,
     require_int_in_range,
     require_int_tensor,
+    require_key_padding,
     require_matches_module,
     require_one_of,
     require_positive_int,
@@ -24,6 +25,7 @@ from course_utils.checks import (
     require_same_device,
     require_same_dtype,
     require_seed,
+    require_temperature,
     require_tensor,
     require_token_ids,
 )
@@ -97,6 +99,9 @@ def test_numbers_and_switches():
     assert require_bool("bias", False) is False
     assert require_float_dtype("dtype", torch.float16) is torch.float16
     assert require_callable("fn", len) is len
+    assert require_temperature("temperature", 0) == 0.0
+    mask = torch.ones(2, 1, 3, dtype=torch.bool)
+    assert require_key_padding("memory_padding_mask", mask, (2, 3)).shape == (2, 3)
     assert require_seed("seed", 2**32 - 1) == 2**32 - 1 and require_generator("g", None) is None
 
 
@@ -112,6 +117,13 @@ def test_range_choice_and_kind_checks_return_what_they_let_through():
 mask_34 = torch.ones(3, 4, dtype=torch.bool)
 
 BAD_INPUTS = [
+    pytest.param(require_temperature, ("temperature", -1.0), {}, ValueError,
+                 ("temperature", ">= 0", "-1.0"), id="require_temperature: negative"),
+    pytest.param(require_temperature, ("temperature", "hot"), {}, TypeError,
+                 ("temperature", "number", "str"), id="require_temperature: a str"),
+    pytest.param(require_key_padding, ("memory_padding_mask", torch.ones(2, 3), (2, 3)), {},
+                 ValueError, ("memory_padding_mask", "bool (batch, n_src)", "torch.float32"),
+                 id="require_key_padding: float mask"),
     pytest.param(require_cache_sizes, ("alibi_bias", 5, 3), {}, ValueError,
                  ("alibi_bias", "n_k >= n_q", "n_q=5 and n_k=3"),
                  id="require_cache_sizes: n_k < n_q"),

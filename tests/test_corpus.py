@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.corpus import (
+from course_utils.data.corpus import (
     BIGRAM_WEIGHTS,
     TEXTS,
     CharTokenizer,

@@ -1,4 +1,5 @@
-"""course_utils.cost against torch's own counters and kernels (exercises: test_exercises_cost)."""
+"""course_utils.experiments.l06_cost against torch's own counters and kernels (exercises:
+tests/mutations/l06.py)."""
 
 from __future__ import annotations
 
@@ -12,22 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_utils import notebook
-from course_utils.attention import MultiHeadAttention, scaled_dot_product_attention
-from course_utils.cost import (
+from course_utils.experiments.l06_cost import (
     PARTS,
     attention_bytes,
     attention_flops,
-    chunked_attention,
     counted_flops,
     cpu_seconds_per_call,
     fitted_exponent,
     kv_cache_bytes,
-    online_softmax_update,
     peak_memory,
     saved_for_backward,
     training_weights_bytes,
 )
-from course_utils.masks import causal_mask
+from course_utils.nn.attention import MultiHeadAttention, scaled_dot_product_attention
+from course_utils.nn.masks import causal_mask
+from course_utils.nn.online_softmax import chunked_attention, online_softmax_update
 
 
 @pytest.fixture

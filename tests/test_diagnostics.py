@@ -12,17 +12,21 @@ from torch import nn
 
 from course_utils import diagnostics as d
 from course_utils import text_layout
-from course_utils.attention import MultiHeadAttention, SelfAttention, scaled_dot_product_attention
-from course_utils.attention_bugs import (
+from course_utils.diagnostics.registry import probe, registered
+from course_utils.experiments.l08_bug_gallery import (
     BUGS,
     SharedWeightSelfAttention,
     additive_mask_nan_to_num,
     correct_attention,
     torch_attention,
 )
-from course_utils.diagnostics.registry import probe, registered
 from course_utils.language import set_language
-from course_utils.masks import causal_mask, expand_padding_mask, padding_mask
+from course_utils.nn.attention import (
+    MultiHeadAttention,
+    SelfAttention,
+    scaled_dot_product_attention,
+)
+from course_utils.nn.masks import causal_mask, expand_padding_mask, padding_mask
 
 CORRECT_FUNCTIONS = [correct_attention, torch_attention, scaled_dot_product_attention]
 

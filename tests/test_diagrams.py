@@ -14,9 +14,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from course_utils import diagrams as diagrams_module  # noqa: E402
-from course_utils.diagrams import multi_head_flow, relay_vs_all_pairs, single_head_flow  # noqa: E402
 from course_utils.language import set_language  # noqa: E402
+from course_utils.views import diagrams as diagrams_module  # noqa: E402
+from course_utils.views.diagrams import multi_head_flow, relay_vs_all_pairs, single_head_flow  # noqa: E402
 
 
 def texts(fig) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils import distance_task as distance_module
-from course_utils.distance_task import (
+from course_utils.experiments import l01_distance as distance_module
+from course_utils.experiments.l01_distance import (
     DistanceTask,
     accuracy_by_distance,
     learning_curve,
     train_reader,
 )
-from course_utils.sequence_models import AttentionReader
+from course_utils.models.sequence_models import AttentionReader
 
 
 def generator(seed: int = 0) -> torch.Generator:

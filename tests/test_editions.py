@@ -121,7 +121,7 @@ def test_every_lesson_of_one_edition_has_its_twin_in_the_other():
                if "no English edition" in p or "no Chinese edition" in p]
     assert missing == [], "\n".join(missing)
     assert [p.name for p in editions.english_lessons()] == [
-        p.name for p in editions.chinese_lessons()]
+        p.name for p in editions.twin_lessons("zh-CN")]
 
 
 def test_a_glyph_missing_from_the_font_is_caught_in_stored_outputs():
@@ -154,14 +154,14 @@ def test_a_glossary_term_missing_from_the_chinese_prose_is_named():
              (("decoder",), "解码器")]
     assert editions.glossary_problems(english, good, terms) == []
     assert editions.glossary_problems(english, loose, terms) == [
-        "glossary: the English prose says 'causal mask', the Chinese prose never says '因果掩码'"]
+        "glossary: the English prose says 'causal mask', the twin's prose never says '因果掩码'"]
     badge = _notebook(("md", "[![Colab](https://colab.example/self-attention-hands-on/a.svg)]"
                              "(https://colab.example/github/self-attention-hands-on/course)"))
     assert editions.glossary_problems(badge, _notebook(("md", "徽章")),
                                       [(("self-attention",), "自注意力")]) == []
 
 
-PAIRS = sorted(p.name for p in editions.chinese_lessons())
+PAIRS = sorted(p.name for p in editions.twin_lessons("zh-CN"))
 
 
 @pytest.mark.parametrize("name", PAIRS)

@@ -13,13 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import exercises as exercises_module
 from course_utils.diagnostics import PROBES
 from course_utils.exercises import (
-    CHECKER_FAILED,
-    CORRECT,
-    INCORRECT,
-    NOT_ATTEMPTED,
     Exercise,
     Incorrect,
     all_exercises,
@@ -27,9 +22,11 @@ from course_utils.exercises import (
     attempt,
     expect_close,
 )
-from course_utils.exercises.qkv import project_qkv
+from course_utils.exercises import framework as exercises_module
+from course_utils.exercises.framework import CHECKER_FAILED, CORRECT, INCORRECT, NOT_ATTEMPTED
+from course_utils.exercises.l02 import project_qkv
 from course_utils.language import N_, set_language, translate
-from tests.exercise_checks import MIN_RIGHT, MIN_WRONG, assert_correct, assert_incorrect
+from tests.support.exercise_checks import MIN_RIGHT, MIN_WRONG, assert_correct, assert_incorrect
 
 
 def _double_checker(answer):
@@ -106,10 +103,10 @@ def test_checking_leaves_the_learners_random_state_alone(key):
 
 
 def _all_mutation_tables() -> dict:
-    """``{exercise: Mutations}`` from every tests/test_exercises_*.py module."""
+    """``{exercise: Mutations}`` from every tests/mutations/lNN.py module."""
     tables = {}
-    for path in sorted(Path(__file__).parent.glob("test_exercises_*.py")):
-        tables.update(getattr(importlib.import_module(f"tests.{path.stem}"), "MUTATIONS", {}))
+    for path in sorted((Path(__file__).parent / "mutations").glob("l*.py")):
+        tables.update(importlib.import_module(f"tests.mutations.{path.stem}").MUTATIONS)
     return tables
 
 
@@ -131,7 +128,7 @@ def _mutation_rows():
 @pytest.mark.parametrize("key", sorted(EXERCISES))
 def test_every_exercise_has_a_mutation_table_of_the_course_standard(key):
     exercise = EXERCISES[key]
-    assert exercise in TABLES, f"{key}: no MUTATIONS table in tests/test_exercises_*.py"
+    assert exercise in TABLES, f"{key}: no MUTATIONS table in tests/mutations/"
     table = TABLES[exercise]
     assert len(table.wrong) >= MIN_WRONG, f"{key}: {len(table.wrong)} wrong answers"
     assert len(table.right) >= MIN_RIGHT, f"{key}: {len(table.right)} right answers"

@@ -16,29 +16,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_utils.language import in_english, set_language, translate
-from course_utils.widgets import explorer as explorer_module
-from course_utils.widgets.explorer import (
-    PRONOUN_SENTENCE,
+from course_utils.views import explorer as explorer_view
+from course_utils.views import explorer_figures, explorer_html, explorer_model
+from course_utils.views.explorer import AttentionExplorer, ModelExplorer, synthetic_attentions
+from course_utils.views.explorer_figures import explorer_figure, model_view_figure
+from course_utils.views.explorer_html import (
     TEMPERATURES,
     UI_TEXT,
-    AttentionExample,
-    AttentionExplorer,
-    ModelExplorer,
-    computation_steps,
-    example_from_table,
-    explorer_figure,
-    explorer_state,
-    model_view_figure,
-    pronoun_example,
     render_heatmap_html,
     render_row_html,
+)
+from course_utils.views.explorer_model import (
+    PRONOUN_SENTENCE,
+    AttentionExample,
+    computation_steps,
+    example_from_table,
+    explorer_state,
+    pronoun_example,
     round_example,
-    synthetic_attentions,
     weight_matrix,
 )
 
 # The page's script and styles as the package ships them (package data, not a Python string).
-STATIC = importlib.resources.files("course_utils.widgets") / "static"
+STATIC = importlib.resources.files("course_utils.views") / "static"
 EXPLORER_JS = (STATIC / "explorer.js").read_text(encoding="utf-8")
 EXPLORER_CSS = (STATIC / "explorer.css").read_text(encoding="utf-8")
 
@@ -565,36 +565,39 @@ def test_the_script_reads_exactly_the_words_python_sends():
     assert used == set(UI_TEXT)
 
 
-_EXAMPLE = explorer_module.pronoun_example()
+_EXAMPLE = explorer_model.pronoun_example()
 
 BAD_INPUTS = [
-    pytest.param(explorer_module.AttentionExample, (("a",), "q", "k", 0, "by hand"), {},
+    pytest.param(explorer_model.require_attentions, (["a", "b"], torch.ones(1, 1, 3, 3) / 3), {},
+                 ValueError, ("attentions", "(num_layers, num_heads, n, n)", "(1, 1, 3, 3)"),
+                 id="require_attentions: n is not len(tokens)"),
+    pytest.param(explorer_model.AttentionExample, (("a",), "q", "k", 0, "by hand"), {},
                  ValueError, ("queries", "(seq_len=1, d_k)", "str"),
                  id="AttentionExample: queries a str"),
-    pytest.param(explorer_module.example_from_table, ([],), {}, ValueError,
+    pytest.param(explorer_model.example_from_table, ([],), {}, ValueError,
                  ("table", "non-empty"), id="example_from_table: empty"),
-    pytest.param(explorer_module.in_course_language, ([], 3), {}, TypeError,
+    pytest.param(explorer_model.in_course_language, ([], 3), {}, TypeError,
                  ("name", "str", "int 3"), id="in_course_language: example an int"),
-    pytest.param(explorer_module.weight_matrix, ("the cat",), {}, TypeError,
+    pytest.param(explorer_model.weight_matrix, ("the cat",), {}, TypeError,
                  ("example", "AttentionExample", "str"), id="weight_matrix: a str"),
-    pytest.param(explorer_module.explorer_state, (_EXAMPLE,), {"temperature": "1"}, TypeError,
+    pytest.param(explorer_model.explorer_state, (_EXAMPLE,), {"temperature": "1"}, TypeError,
                  ("temperature", "positive number", "str '1'"),
                  id="explorer_state: temperature a str"),
-    pytest.param(explorer_module.computation_steps, (_EXAMPLE,), {"temperature": 0.0},
+    pytest.param(explorer_model.computation_steps, (_EXAMPLE,), {"temperature": 0.0},
                  ValueError, ("temperature", "positive number", "0.0"),
                  id="computation_steps: temperature 0"),
-    pytest.param(explorer_module.explorer_figure, (), {"temperature": -1.0}, ValueError,
+    pytest.param(explorer_figures.explorer_figure, (), {"temperature": -1.0}, ValueError,
                  ("temperature", "positive number", "-1.0"), id="explorer_figure: negative T"),
-    pytest.param(explorer_module.AttentionExplorer, (), {"temperature": 3.0}, ValueError,
+    pytest.param(explorer_view.AttentionExplorer, (), {"temperature": 3.0}, ValueError,
                  ("temperature", "slider", "3.0"), id="AttentionExplorer: T not on the slider"),
-    pytest.param(explorer_module.render_row_html, ({"query": 0}, 4), {}, TypeError,
+    pytest.param(explorer_html.render_row_html, ({"query": 0}, 4), {}, TypeError,
                  ("state", "ExplorerState", "dict"), id="render_row_html: a dict"),
-    pytest.param(explorer_module.render_heatmap_html, ([[1.0]], ["a"], 0), {}, TypeError,
+    pytest.param(explorer_html.render_heatmap_html, ([[1.0]], ["a"], 0), {}, TypeError,
                  ("weights", "torch.Tensor", "list"), id="render_heatmap_html: a list"),
-    pytest.param(explorer_module.synthetic_attentions, (0, 2, 3), {}, ValueError,
+    pytest.param(explorer_view.synthetic_attentions, (0, 2, 3), {}, ValueError,
                  ("num_layers", "positive int", "got 0"), id="synthetic_attentions: no layer"),
-    pytest.param(explorer_module.model_view_figure, (["a"], "weights"), {}, TypeError,
+    pytest.param(explorer_figures.model_view_figure, (["a"], "weights"), {}, TypeError,
                  ("attentions", "torch.Tensor", "str"), id="model_view_figure: a str"),
-    pytest.param(explorer_module.ModelExplorer, ("a b", torch.rand(1, 1, 2, 2)), {}, TypeError,
+    pytest.param(explorer_view.ModelExplorer, ("a b", torch.rand(1, 1, 2, 2)), {}, TypeError,
                  ("tokens", "list of strings", "str"), id="ModelExplorer: tokens a str"),
 ]

@@ -1,4 +1,4 @@
-"""The explorer's front end (course_utils/widgets/static/) outside any browser.
+"""The explorer's front end (course_utils/views/static/) outside any browser.
 
 - its logic, unit-tested by node's own test runner (tests/js/) against numbers this
   module computes with the course's attention and writes to a JSON fixture (path in the
@@ -24,16 +24,13 @@ import pytest
 import torch
 
 from course_utils.language import set_language
-from course_utils.widgets.explorer import (
-    TEMPERATURES,
+from course_utils.views.explorer import AttentionExplorer, ModelExplorer, synthetic_attentions
+from course_utils.views.explorer_html import TEMPERATURES, render_row_html
+from course_utils.views.explorer_model import (
     AttentionExample,
-    AttentionExplorer,
-    ModelExplorer,
     computation_steps,
     explorer_state,
-    render_row_html,
     round_example,
-    synthetic_attentions,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

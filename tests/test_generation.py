@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.generation import generate, next_token
-from course_utils.gpt import GPT
-from course_utils.kv_cache import KVCache
+from course_utils.models.gpt import GPT
+from course_utils.nn.generation import generate, next_token
+from course_utils.nn.kv_cache import KVCache
 
 VOCAB, MAX_LEN = 13, 24
 

@@ -1,4 +1,4 @@
-"""course_utils.gpt.GPT against the same model written with torch's own modules."""
+"""course_utils.models.gpt.GPT against the same model written with torch's own modules."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.corpus import sample_windows
-from course_utils.gpt import GPT, train_on_text
-from course_utils.kv_cache import KVCache
-from course_utils.training import fit
-from course_utils.transformer import EncoderBlock
+from course_utils.data.corpus import sample_windows
+from course_utils.models.gpt import GPT, train_on_text
+from course_utils.nn.blocks import EncoderBlock
+from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.training import fit
 
 VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, D_FF = 11, 16, 12, 3, 2, 20
 ATOL = 1e-5

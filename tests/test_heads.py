@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils import heads as heads_module
-from course_utils.heads import (
+from course_utils.experiments import l04_heads as heads_module
+from course_utils.experiments.l04_heads import (
     NO_TARGET,
     TwoRelationModel,
     head_roles,

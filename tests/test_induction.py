@@ -1,4 +1,5 @@
-"""course_utils.induction: the repeated-token probe, head scores, repeat losses, ablation.
+"""course_utils.experiments.l13_induction: the repeated-token probe, head scores,
+repeat losses, ablation.
 
 The scores are checked on hand-built patterns and against a loop written from the
 definition; the ablation against the same model with the head's columns of ``w_o`` cut out
@@ -13,16 +14,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.gpt import GPT
-from course_utils.induction import (
-    ablated,
+from course_utils.experiments.l13_induction import (
     induction_scores,
     previous_token_scores,
     repeat_losses,
     repeated_tokens,
 )
-from course_utils.kv_cache import KVCache
-from course_utils.masks import causal_mask
+from course_utils.models.gpt import GPT
+from course_utils.nn.ablation import ablated, attention_layers
+from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.masks import causal_mask
 
 VOCAB, PERIOD, HEADS, LAYERS, D_MODEL = 13, 6, 3, 2, 12
 D_K = D_MODEL // HEADS
@@ -206,6 +207,8 @@ _WEIGHTS = causal_mask(8).float()[None, None, None].expand(2, 1, 1, 8, 8)
 _TOKENS = torch.zeros(2, 12, dtype=torch.long)
 
 BAD_INPUTS = [
+    pytest.param(attention_layers, (torch.nn.Linear(1, 1),), {}, TypeError,
+                 ("model", "GPT, Llama or MiniLM", "Linear"), id="attention_layers: a Linear"),
     pytest.param(repeated_tokens, (0, 4, 2, 5, _GENERATOR), {}, ValueError,
                  ("batch_size", "positive int", "got 0"), id="repeated_tokens: no rows"),
     pytest.param(repeated_tokens, (2, 4, 1, 5, _GENERATOR), {}, ValueError,

@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import MultiHeadAttention
 from course_utils.checks import require_kv_heads
-from course_utils.cost import kv_cache_bytes
-from course_utils.kv_cache import KVCache
-from course_utils.masks import causal_mask
-from course_utils.positions import apply_rope
+from course_utils.experiments.l06_cost import kv_cache_bytes
+from course_utils.nn.attention import MultiHeadAttention
+from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.masks import causal_mask
+from course_utils.nn.positions import apply_rope
 
 ATOL = 1e-5
 D_MODEL, NUM_HEADS, NUM_KV_HEADS = 24, 6, 2  # d_k = 4, three query heads per key/value head

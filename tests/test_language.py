@@ -101,7 +101,7 @@ def test_an_editions_example_words_must_match_the_english_ones(restored, monkeyp
 
 
 def test_the_chinese_pronoun_example_has_the_same_weights_with_chinese_words(restored):
-    from course_utils.widgets.explorer import pronoun_example, round_example, weight_matrix
+    from course_utils.views.explorer_model import pronoun_example, round_example, weight_matrix
 
     english, english_round = pronoun_example(), round_example()
     language.set_language("zh-CN")

@@ -1,4 +1,4 @@
-"""The live view (course_utils/widgets/live.py and static/live.js) outside any browser.
+"""The live view (course_utils/views/live_view.py and static/live.js) outside any browser.
 
 - Python: which characters the model reads, the float16 export (decoded here, it gives back
   the half-precision copy), the HTML output, the words in both editions, the figure;
@@ -26,12 +26,12 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.corpus import CharTokenizer, load_text
-from course_utils.generation import generate
-from course_utils.gpt import GPT
+from course_utils.data.corpus import CharTokenizer, load_text
 from course_utils.language import in_english, set_language, translate
-from course_utils.widgets import live as live_module
-from course_utils.widgets.live import (
+from course_utils.models.gpt import GPT
+from course_utils.nn.generation import generate
+from course_utils.views import live_view as live_module
+from course_utils.views.live_view import (
     UI_TEXT,
     LiveModelView,
     export_weights,
@@ -40,6 +40,7 @@ from course_utils.widgets.live import (
     readable_text,
     shown_character,
 )
+from tests.support.models import scaled_up_gpt
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = shutil.which("node")
@@ -54,19 +55,6 @@ ENGLISH_TEXTS = ["T", "To be, or not to be", "ROMEO.\nBut soft, what light throu
                  "the cat sat on the mat; the cat sat on the mat; the cat sat on"]
 CHINESE_TEXTS = ["床", "床前明月光，疑是地上霜。",
                  "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", "ok 白日依山尽 🙂", "山" * 40]
-
-
-def scaled_up_gpt(vocab_size: int, seed: int, max_len: int = 32, num_layers: int = 2,
-                  num_heads: int = 4, d_ff: int | None = None) -> GPT:
-    """A randomly initialised GPT with embeddings at N(0, 1), so its attention rows and
-    next-token probabilities are far from uniform (GPT's own 0.02 start makes them flat)."""
-    torch.manual_seed(seed)
-    model = GPT(vocab_size, max_len=max_len, d_model=64, num_heads=num_heads,
-                num_layers=num_layers, d_ff=d_ff)
-    with torch.no_grad():
-        model.token_embedding.weight.normal_()
-        model.position_embedding.weight.normal_()
-    return model.eval()
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +147,7 @@ def test_the_state_is_the_gpts_output_on_what_it_reads(view, english):
 
 def test_the_output_is_self_contained_and_marked(view):
     html = view._repr_html_()
-    static = ROOT / "course_utils" / "widgets" / "static"
+    static = ROOT / "course_utils" / "views" / "static"
     assert 'data-live-model' in html.split(">", 1)[0]
     assert f"<script>{(static / 'live.js').read_text(encoding='utf-8')}</script>" in html
     assert (static / "live.css").read_text(encoding="utf-8") in html

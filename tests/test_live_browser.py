@@ -20,43 +20,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.corpus import CharTokenizer, load_text
+from course_utils.data.corpus import CharTokenizer, load_text
 from course_utils.language import set_language
-from course_utils.widgets.live import LiveModelView
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, LATENCY_TARGET_MS, _require_chromium
-from tests.test_live import scaled_up_gpt
+from course_utils.views.live_view import LiveModelView
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LATENCY_TARGET_MS,
+    RUN_JS,
+    check_live_view,
+    require_chromium,
+)
+from tests.support.models import scaled_up_gpt
 
-KEYSTROKES = 15
 TOLERANCE = 1e-4
 OPENING = "To be, or not to be"
 
-# From a keystroke (the text box's value changed, an input event) to the view showing the
-# new text, in ms: the live counterpart of test_browser.py's CLICK_LATENCY_JS.
-KEYSTROKE_LATENCY_JS = """async ([selector, text]) => {
-    const root = document.querySelector(selector);
-    const box = root.querySelector('.attn-live-text');
-    return await new Promise((resolve, reject) => {
-        const observer = new MutationObserver(() => {
-            if (root.getAttribute('data-text') === text) {
-                observer.disconnect(); resolve(performance.now() - start);
-            }
-        });
-        observer.observe(root, {subtree: true, childList: true, attributes: true,
-                                characterData: true});
-        const start = performance.now();
-        box.value = text;
-        box.dispatchEvent(new Event('input', {bubbles: true}));
-        setTimeout(() => { observer.disconnect(); reject(new Error('no update in 5 s')); }, 5000);
-    });
-}"""
 
-# The page's model run on `text`, and what the view draws for it.
-RUN_JS = """([selector, text]) => {
-    const root = document.querySelector(selector);
-    const r = window.courseLiveModel(root).run(text);
-    return {tokens: r.tokens, attentions: r.attentions, next: r.next, unknown: r.unknown,
-            cropped: r.cropped};
-}"""
 SHOWN_JS = """(selector) => {
     const root = document.querySelector(selector);
     const heat = root.querySelector('.attn-live-heatmap');
@@ -85,7 +65,7 @@ SHOWN_JS = """(selector) => {
 
 @pytest.fixture(scope="module")
 def chromium():
-    _require_chromium()
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -267,41 +247,6 @@ def test_the_chinese_edition_runs_its_own_model(chromium, tmp_path):
             assert "续写" in page.locator(".attn-live-continue").text_content()
     finally:
         set_language("en")
-
-
-def check_live_view(page, root: str) -> list[float]:
-    """Type into the live view ``root`` of any page (a served output, a lesson on the site)
-    and check what needs no Python model: the view shows each new text, every attention row
-    of the page's model sums to 1 and puts exactly 0 on future keys. Returns the latencies
-    (ms) of KEYSTROKES keystrokes on a 64-character text of the model's own characters."""
-    page.locator(f"{root} .attn-live-text").click()
-    page.keyboard.press("End")
-    before = page.evaluate("(r) => document.querySelector(r).getAttribute('data-text')", root)
-    vocab, max_len = page.evaluate("""(r) => {
-        const model = window.courseLiveModel(document.querySelector(r));
-        return [model.vocab, model.config.max_len];
-    }""", root)
-    typed = next(c for c in vocab if c.strip())  # a visible character the model knows
-    page.keyboard.type(typed)
-    page.wait_for_function(
-        "([r, t]) => document.querySelector(r).getAttribute('data-text') === t",
-        arg=[root, before + typed])
-    known = [c for c in before + typed if c in vocab]
-    base = "".join((known * 64)[:63])
-    letters = [c for c in vocab if c.strip()][:KEYSTROKES]
-    for text in (before + typed, base + letters[0]):
-        ran = page.evaluate(RUN_JS, [root, text])
-        n = len(ran["tokens"])
-        assert n == min(len([c for c in text if c in vocab]), max_len)
-        for heads in ran["attentions"]:
-            for rows in heads:
-                assert len(rows) == n
-                for i, row in enumerate(rows):
-                    assert abs(sum(row) - 1) < 1e-9, (i, sum(row))
-                    assert all(w == 0 for w in row[i + 1:]), f"weight on a future key ({i})"
-        assert abs(sum(ran["next"]) - 1) < 1e-9
-    page.evaluate(KEYSTROKE_LATENCY_JS, [root, base])
-    return [page.evaluate(KEYSTROKE_LATENCY_JS, [root, base + letter]) for letter in letters]
 
 
 def test_a_keystroke_on_a_64_character_text_updates_within_the_target(chromium, tmp_path,

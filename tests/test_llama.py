@@ -1,4 +1,5 @@
-"""course_utils.llama at small sizes against transformers' LlamaForCausalLM with random weights.
+"""course_utils.models.llama at small sizes against transformers' LlamaForCausalLM with
+random weights.
 
 tests/test_smollm2.py proves the same model equal to transformers at SmolLM2's real sizes and
 weights; here the sizes are small (and vary), so it also runs without the model package.
@@ -10,9 +11,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from course_utils.kv_cache import KVCache
-from course_utils.llama import Llama, LlamaBlock
-from course_utils.smollm2 import _course_name
+from course_utils.models.llama import Llama, LlamaBlock
+from course_utils.models.smollm2.loading import _course_name
+from course_utils.nn.kv_cache import KVCache
 
 VOCAB, MAX_LEN, D_MODEL, HEADS, KV_HEADS, LAYERS, D_FF = 19, 16, 16, 4, 2, 2, 24
 

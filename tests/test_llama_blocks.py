@@ -1,4 +1,4 @@
-"""course_utils.llama_blocks: RMSNorm against torch.nn.RMSNorm, SwiGLU against LlamaMLP."""
+"""course_utils.nn.llama_parts: RMSNorm against torch.nn.RMSNorm, SwiGLU against LlamaMLP."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
-from course_utils.llama_blocks import RMSNorm, SwiGLUFeedForward
+from course_utils.nn.llama_parts import RMSNorm, SwiGLUFeedForward
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

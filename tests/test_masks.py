@@ -1,4 +1,4 @@
-"""course_utils.masks against torch's own attention functions and their mask conventions."""
+"""course_utils.nn.masks against torch's own attention functions and their mask conventions."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
-from course_utils.attention import scaled_dot_product_attention
-from course_utils.masks import (
+from course_utils.nn.attention import scaled_dot_product_attention
+from course_utils.nn.masks import (
     additive_mask,
     causal_mask,
     combine_masks,

@@ -6,13 +6,13 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.attention import (
+from course_utils.nn.attention import (
     MultiHeadAttention,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from course_utils.masks import causal_mask
+from course_utils.nn.masks import causal_mask
 
 ATOL = 1e-5
 D_MODEL = 12

@@ -39,7 +39,7 @@ def test_every_notebook_is_validated_strictly():
 
 def test_the_editions_other_than_english_are_validated_with_portable_cpu_kernels():
     # Outputs must not depend on this CPU's vector kernels (AVX2, AVX-512...).
-    from tests.notebook_plugin import PORTABLE_KERNELS, _native_kernels
+    from tests.support.notebook_plugin import PORTABLE_KERNELS, _native_kernels
     from tools.lessons import lesson_paths
 
     assert PORTABLE_KERNELS == {"ATEN_CPU_CAPABILITY": "default"}

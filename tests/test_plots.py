@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course_utils.language import use_edition_font  # noqa: E402
-from course_utils.plots import NON_FINITE_COLOUR, show_heatmaps  # noqa: E402
+from course_utils.views.plots import NON_FINITE_COLOUR, show_heatmaps  # noqa: E402
 
 
 def panels(fig):

@@ -1,4 +1,4 @@
-"""course_utils.positions against transformers' Llama rotary embedding and RoPE's own algebra."""
+"""course_utils.nn.positions against transformers' Llama rotary embedding and RoPE's own algebra."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from transformers import LlamaConfig
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from course_utils.masks import causal_mask
-from course_utils.positions import (
+from course_utils.nn.masks import causal_mask
+from course_utils.nn.positions import (
     alibi_bias,
     alibi_slopes,
     apply_rope,

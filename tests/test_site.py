@@ -21,13 +21,14 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 
-from course_utils.widgets.explorer import explorer_state
-from tests.test_browser import (
+from course_utils.views.explorer_model import explorer_state
+from tests.support.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     CLICK_LATENCY_JS,
-    _require_chromium,
+    check_live_view,
     pronoun_example_of,
+    require_chromium,
 )
 from tools import site, site_font
 from tools.lessons import EDITIONS, NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths
@@ -77,7 +78,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser(server):
-    _require_chromium()
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -377,7 +378,7 @@ def test_explorer_works_on_the_site_without_a_kernel(browser, server, capsys, ed
         visit.close()
 
 
-# --- the live view (course_utils.widgets.live) on the static site -----------------------------
+# --- the live view (course_utils.views.live_view) on the static site -----------------------------
 
 def _live_view_pages() -> list:
     """(edition, page name) of every lesson whose stored outputs hold a live view."""
@@ -396,7 +397,6 @@ def test_live_view_works_on_the_site_without_a_kernel(browser, server, capsys, e
     """Typing updates the view, rows sum to 1, no weight on a future key, the keystroke
     latency on a 64-character text, nothing fetched from another host (the page's model is
     checked against Python's in tests/test_live.py and tests/test_live_browser.py)."""
-    from tests.test_live_browser import check_live_view
 
     visit = Visit(browser, f"{server}/{PREFIX[edition]}{site.LESSONS}/{page_name}.html")
     try:

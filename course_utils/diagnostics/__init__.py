@@ -21,8 +21,9 @@ state is left alone.
 The package: :mod:`~course_utils.diagnostics.registry` (each probe declared once, with its
 place in the report), :mod:`~course_utils.diagnostics.probes` (the probes, by theme),
 :mod:`~course_utils.diagnostics.subjects` (the implementation under test and the layouts of
-the probe inputs), :mod:`~course_utils.diagnostics.report` (``Finding``, ``Report``) and
-:mod:`~course_utils.diagnostics.wrap` (report lines wrapped by display width, any language).
+the probe inputs), :mod:`~course_utils.diagnostics.probing` (what every probe shares) and
+:mod:`~course_utils.diagnostics.report` (``Finding``, ``Report``; its lines are wrapped by
+display width with :func:`course_utils.text_layout.fill`, in any language).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 
 from course_utils.checks import require_seed
 from course_utils.diagnostics.probes.calls import DETERMINISM, INPUTS_UNCHANGED
-from course_utils.diagnostics.probes.masks import (
+from course_utils.diagnostics.probes.mask_probes import (
     CAUSAL_LEAK,
     FINITE_FILL,
     MASKED_WEIGHTS,
@@ -39,7 +40,7 @@ from course_utils.diagnostics.probes.masks import (
 )
 from course_utils.diagnostics.probes.numerics import DTYPE_DEVICE, FLOAT16_MASKING, NAN_INF
 from course_utils.diagnostics.probes.shapes import SHAPES
-from course_utils.diagnostics.probes.weights import (
+from course_utils.diagnostics.probes.weight_probes import (
     OUTPUT_MIX,
     ROWS_SUM_TO_1,
     SCORE_SCALE,

@@ -7,7 +7,7 @@ import torch
 from course_utils.diagnostics.report import FAIL, PASS, Finding
 from course_utils.diagnostics.subjects import RAISED_BY_SUBJECT, SELF, Subject, WrongReturn
 from course_utils.language import N_, _
-from course_utils.masks import expand_padding_mask, padding_mask
+from course_utils.nn.masks import expand_padding_mask, padding_mask
 
 TOLERANCE = 1e-6  # float64 probes: a correct implementation is exact to ~1e-15
 FRONT_AXIS_ADVICE = N_(

@@ -17,7 +17,7 @@ from torch import nn
 
 from course_utils.checks import require_positive_int
 from course_utils.language import _
-from course_utils.masks import expand_padding_mask, padding_mask
+from course_utils.nn.masks import expand_padding_mask, padding_mask
 
 # Sizes of the probe inputs: every axis gets a different size, so a transposed or
 # misplaced axis cannot hide behind a square toy example.

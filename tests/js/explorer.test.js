@@ -1,4 +1,4 @@
-// The attention explorer's logic (course_utils/widgets/static/explorer.js) under node's
+// The attention explorer's logic (course_utils/views/static/explorer.js) under node's
 // test runner, against numbers Python computed with the course's attention.
 // The fixture is written by tests/test_explorer_js.py, which passes its path in
 // EXPLORER_FIXTURE: run `pytest tests/test_explorer_js.py`, not this file alone.
@@ -6,7 +6,7 @@
 const test = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
-const explorer = require("../../course_utils/widgets/static/explorer.js");
+const explorer = require("../../course_utils/views/static/explorer.js");
 
 if (!process.env.EXPLORER_FIXTURE) {
   throw new Error("EXPLORER_FIXTURE is not set: run `pytest tests/test_explorer_js.py`, " +

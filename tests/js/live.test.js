@@ -1,11 +1,11 @@
-// The live view's model (course_utils/widgets/static/live.js) under node's test runner,
+// The live view's model (course_utils/views/static/live.js) under node's test runner,
 // against the course's GPT in Python. The fixture is written by tests/test_live.py, which
 // passes its path in LIVE_FIXTURE: run `pytest tests/test_live.py`, not this file alone.
 "use strict";
 const test = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
-const live = require("../../course_utils/widgets/static/live.js");
+const live = require("../../course_utils/views/static/live.js");
 
 const FIXTURE = process.env.LIVE_FIXTURE ?
   JSON.parse(fs.readFileSync(process.env.LIVE_FIXTURE, "utf8")) : null;

@@ -1,5 +1,5 @@
 """The probes, by theme; importing this package registers every one of them."""
 
-from course_utils.diagnostics.probes import calls, masks, numerics, shapes, weights
+from course_utils.diagnostics.probes import calls, mask_probes, numerics, shapes, weight_probes
 
-__all__ = ["calls", "masks", "numerics", "shapes", "weights"]
+__all__ = ["calls", "mask_probes", "numerics", "shapes", "weight_probes"]

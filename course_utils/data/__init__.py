@@ -1,0 +1,1 @@
+"""Data the lessons train on: the committed corpora and their tokenizer."""

@@ -1,0 +1,359 @@
+"""A small exercise framework in the spirit of Kaggle's learntools.
+
+Each exercise is data: a checker that runs the learner's function, hints in order, and a
+reference solution. ``check()`` keeps four outcomes apart and never raises into the
+notebook: not attempted, incorrect (with a reason to act on), correct, and the rare case
+where the checker itself failed (reported as the course's bug, never as the learner's).
+
+Checkers call the learner's code only through :func:`attempt`, which hands over clones of
+the inputs (so in-place edits cannot change what the checker compares against), rejects a
+function that writes into its tensor arguments, and tells the learner's exceptions apart
+from the checker's own. ``evaluate`` restores Python's, NumPy's and torch's global random
+state, so checking never reseeds the learner's session.
+Every exercise registers itself: :func:`all_exercises` lists them for the tests.
+
+Messages follow the course language (``setup(language="zh-CN")`` for the Chinese edition):
+checkers raise ``Incorrect(_("..."))``, titles and hints are ``N_("...")``, translated when
+shown (``course_utils.language``).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import pkgutil
+import random
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from course_utils.checks import require_callable, require_instance
+from course_utils.language import Message, _, in_english
+
+# The package whose modules hold the lessons' exercises (``l01`` ... ``lNN``).
+_PACKAGE = __name__.rpartition(".")[0]
+NOT_ATTEMPTED = "not attempted"
+INCORRECT = "incorrect"
+CORRECT = "correct"
+CHECKER_FAILED = "checker failed"
+
+
+class Incorrect(Exception):
+    """Raised by a checker with a reason the learner can act on."""
+
+
+class _NotAttempted(Exception):
+    pass
+
+
+# Set on an exception raised inside the learner's code, so that ``evaluate`` can tell it
+# apart from an exception of the checker (checkers may still catch it, e.g. RuntimeError).
+RAISED_BY_LEARNER = "_raised_by_learners_code"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    message: str
+
+    def __str__(self) -> str:
+        mark = {CORRECT: _("✓ Correct"), INCORRECT: _("✗ Incorrect"),
+                NOT_ATTEMPTED: _("… Not attempted"),
+                CHECKER_FAILED: _("⚠ Checker failed")}
+        return _("{mark}: {message}").format(mark=mark[self.status], message=self.message)
+
+
+def _cloned(value):
+    """A copy of ``value`` the learner may modify freely (tensors cloned, containers copied)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple, dict, torch.nn.Module)):  # a module: .double() is in place
+        return copy.deepcopy(value)
+    return value
+
+
+def _unchanged(before, after) -> bool:
+    """True if ``after`` holds what ``before`` held: a tensor's values (NaN where it held NaN),
+    a list's, tuple's or dict's items and numbers; a module or a function is not compared."""
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or before.shape != after.shape \
+                or before.dtype != after.dtype:
+            return False
+        if before.is_floating_point() or before.is_complex():
+            nan = torch.isnan(before)
+            return bool((nan == torch.isnan(after)).all()) and bool(
+                (before == after)[~nan].all())
+        return torch.equal(before, after)
+    if isinstance(before, (list, tuple)):
+        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(
+            map(_unchanged, before, after))
+    if isinstance(before, dict):
+        return isinstance(after, dict) and before.keys() == after.keys() and all(
+            _unchanged(before[name], after[name]) for name in before)
+    if isinstance(before, (bool, int, float, str)):  # the items of a list such as lengths
+        return before == after or before != before and after != after  # NaN stays NaN
+    return True
+
+
+def _names_of(answer: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """The learner's parameter name for each argument (positional ones first), where known."""
+    try:
+        parameters = list(inspect.signature(answer).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature
+        parameters = []
+    positional = [parameter.name for parameter in parameters if parameter.kind in (
+        parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)][:len(args)]
+    return [*positional, *(f"#{number}" for number in range(len(positional) + 1, len(args) + 1)),
+            *kwargs]
+
+
+def _reject_changed_arguments(answer, args, kwargs, copies) -> None:
+    """Raise Incorrect if the learner's function wrote into one of its arguments."""
+    for name, value, copy_of_value in zip(_names_of(answer, args, kwargs),
+                                          (*args, *kwargs.values()), copies, strict=True):
+        if not _unchanged(copy_of_value, value):
+            raise Incorrect(_(
+                "your function changed its argument {name} in place (an operation ending in _ "
+                "such as masked_fill_ or add_, +=, or an assignment into a slice): the caller's "
+                "{kind} changes too. Work on a copy (.clone()) or use the operation without "
+                "the _").format(name=name, kind=type(value).__name__))
+
+
+def attempt(answer: Callable, *args, **kwargs):
+    """Call the learner's function on clones of the arguments.
+
+    A stub (``None`` returned or ``NotImplementedError`` raised) means not attempted; any
+    other exception is the learner's and is reported as such. A function that writes into a
+    tensor argument (``scores.masked_fill_(...)``) is Incorrect: in the notebook it would
+    change the caller's tensor.
+    """
+    require_callable("answer", answer)
+    args = tuple(_cloned(arg) for arg in args)
+    kwargs = {name: _cloned(value) for name, value in kwargs.items()}
+    copies = [_cloned(value) for value in (*args, *kwargs.values())]
+    try:
+        result = answer(*args, **kwargs)
+    except NotImplementedError:
+        raise _NotAttempted from None
+    except Exception as error:
+        setattr(error, RAISED_BY_LEARNER, True)
+        raise
+    if result is None:
+        raise _NotAttempted
+    _reject_changed_arguments(answer, args, kwargs, copies)
+    return result
+
+
+def _expect_tensor(value, what: str) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise Incorrect(_(
+            "{what} should be a torch.Tensor, got {kind}").format(
+            what=what, kind=type(value).__name__))
+
+
+def expect_shape(value, shape: Sequence[int], what: str) -> None:
+    """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``."""
+    _expect_tensor(value, what)
+    if tuple(value.shape) != tuple(shape):
+        raise Incorrect(_(
+            "{what} should have shape {shape}, got {value_shape}").format(
+            what=what, shape=tuple(shape), value_shape=tuple(value.shape)))
+
+
+def expect_finite(value: torch.Tensor, what: str) -> None:
+    """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here)."""
+    _expect_tensor(value, what)
+    if value.is_floating_point() and not torch.isfinite(value).all():
+        bad = "NaN" if torch.isnan(value).any() else "inf"
+        raise Incorrect(_(
+            "{what} contains {bad}; look for a division by zero, a softmax over a row with no "
+            "allowed key, or -inf that reached a sum").format(what=what, bad=bad))
+
+
+_HALF_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _only_half_precision_rounding(value, expected: torch.Tensor) -> bool:
+    """True if ``value`` is a float16/bfloat16 tensor that matches ``expected`` to its own
+    rounding (about 3 significant digits) but not to the checker's tolerance."""
+    if not (isinstance(value, torch.Tensor) and value.dtype in _HALF_PRECISION
+            and expected.dtype not in _HALF_PRECISION
+            and tuple(value.shape) == tuple(expected.shape)):
+        return False
+    got, want = value.detach().double(), expected.detach().double()
+    scale = want.abs().max().item() if want.numel() else 0.0
+    return bool(torch.isfinite(got).all()) and torch.allclose(
+        got, want, atol=1e-2 * max(scale, 1e-3), rtol=1e-2)
+
+
+def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
+    """Raise Incorrect naming the dtype when ``value`` is right only to float16/bfloat16
+    rounding: the cause is the precision, not the formula (checkers that look for known
+    mistakes call it first, so a rounding gap is never mistaken for one)."""
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    if _only_half_precision_rounding(value, expected) and not is_close(value, expected):
+        raise Incorrect(_(
+            "{what} is {dtype}, which keeps only about 3 significant digits: right to that "
+            "precision, but the check needs more; compute and return float32 (or "
+            "float64)").format(what=what, dtype=value.dtype))
+
+
+def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+    """True if ``value`` would pass :func:`expect_close`: a checker uses it to recognise a
+    known mistake (a finite float tensor of the right shape, equal in float64)."""
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    return (isinstance(value, torch.Tensor) and value.is_floating_point()
+            and tuple(value.shape) == tuple(expected.shape)
+            and bool(torch.isfinite(value).all())
+            and torch.allclose(value.detach().double(), expected.detach().double(),
+                               atol=atol, rtol=rtol))
+
+
+def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
+                 rtol: float = 1e-4) -> None:
+    """Raise Incorrect unless ``value`` matches ``expected`` within ``atol + rtol·|expected|``.
+
+    Any floating dtype is accepted (both sides are compared in float64); an integer or bool
+    tensor where floats are expected, another device, or NaN/inf get their own message.
+    """
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    expect_shape(value, expected.shape, what)
+    if expected.is_floating_point() and not value.is_floating_point():
+        raise Incorrect(_(
+            "{what} should be a floating-point tensor, got dtype {dtype}").format(
+            what=what, dtype=value.dtype))
+    if value.device != expected.device:
+        raise Incorrect(_(
+            "{what} is on {device}, expected {device2}").format(
+            what=what, device=value.device, device2=expected.device))
+    expect_finite(value, what)
+    got, want = value.detach().double(), expected.detach().double()
+    if not torch.allclose(got, want, atol=atol, rtol=rtol):
+        reject_half_precision(value, expected, what)
+        gap = (got - want).abs().max().item()
+        raise Incorrect(_(
+            "{what} has the right shape but its values are off by up to {gap:.3g}").format(
+            what=what, gap=gap))
+
+
+def as_number(value, what: str) -> float:
+    """The learner's scalar answer as a finite float, or Incorrect saying what came."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise Incorrect(_(
+                "{what} should be one number, got a tensor of shape {value_shape}").format(
+                what=what, value_shape=tuple(value.shape)))
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise Incorrect(_(
+            "{what} should be a number, got {kind}").format(
+            what=what, kind=type(value).__name__))
+    value = float(value)
+    if not np.isfinite(value):
+        raise Incorrect(_("{what} is {value}, not a finite number").format(what=what, value=value))
+    return value
+
+
+def as_bool(value, what: str) -> bool:
+    """The learner's yes/no answer as a bool: Python's or NumPy's bool, or a one-element bool
+    tensor; anything else (an int, a float, a string) gets Incorrect saying what came."""
+    if isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.numel() == 1:
+        return bool(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise Incorrect(_("{what}: return True or False, got {kind}").format(
+        what=what, kind=type(value).__name__))
+
+
+class _GlobalRandomState:
+    """Save and restore Python's, NumPy's and torch's global random generators."""
+
+    def __enter__(self):
+        self._states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+    def __exit__(self, *exc):
+        python, numpy_state, torch_state = self._states
+        random.setstate(python)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        return False
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+@dataclass(eq=False)  # compared by identity, so exercises can key the tests' tables
+class Exercise:
+    """One exercise: ``checker(answer)`` raises Incorrect, ``reference`` is the solution.
+
+    ``title`` and each hint are a str or a :class:`Message`; the English title names the
+    exercise in the registry.
+    """
+
+    title: str | Message
+    checker: Callable[[Callable], None]
+    reference: Callable
+    hints: Sequence[str | Message] = field(default_factory=tuple)
+    _hints_given: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self):
+        require_instance("title", self.title, (str, Message), "a str or N_(...)")
+        require_callable("checker", self.checker)
+        require_callable("reference", self.reference)
+        _REGISTRY[f"{self.checker.__module__}:{in_english(self.title)}"] = self
+
+    def evaluate(self, answer) -> Verdict:
+        """Return the verdict for ``answer`` without printing."""
+        if answer is None:
+            return Verdict(NOT_ATTEMPTED, _(
+                "write your solution for '{title}' first").format(title=self.title))
+        with _GlobalRandomState():
+            try:
+                self.checker(answer)
+            except _NotAttempted:
+                return Verdict(NOT_ATTEMPTED, _(
+                    "your function still returns None or raises NotImplementedError"))
+            except Incorrect as reason:
+                return Verdict(INCORRECT, str(reason))
+            except Exception as error:
+                if getattr(error, RAISED_BY_LEARNER, False):
+                    return Verdict(INCORRECT, _(
+                        "your code raised {kind}: {error}").format(
+                        kind=type(error).__name__, error=error))
+                # Anything else is a bug of the course, not of the answer.
+                return Verdict(CHECKER_FAILED, _(
+                    "the checker itself failed ({kind}: {error}). This is a bug in the course, "
+                    "not in your answer: please report it.").format(
+                    kind=type(error).__name__, error=error))
+        return Verdict(CORRECT, _("'{title}' works").format(title=self.title))
+
+    def check(self, answer) -> None:
+        """Print the verdict for the learner's ``answer`` (a function)."""
+        print(self.evaluate(answer))
+
+    def hint(self) -> None:
+        """Print the next hint; after the last one, point at the solution."""
+        if self._hints_given >= len(self.hints):
+            print(_("No more hints: call .solution() to see a reference answer."))
+            return
+        self._hints_given += 1
+        print(_("Hint {number}/{total}: {hint}").format(
+            number=self._hints_given, total=len(self.hints),
+            hint=self.hints[self._hints_given - 1]))
+
+    def solution(self) -> None:
+        """Print the source code of the reference solution."""
+        print(textwrap.dedent(inspect.getsource(self.reference)))
+
+
+def all_exercises() -> dict[str, Exercise]:
+    """Every exercise of the course, ``{"module:title": exercise}`` (imports all modules)."""
+    package = importlib.import_module(_PACKAGE)
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{_PACKAGE}.{module.name}")
+    return {key: exercise for key, exercise in _REGISTRY.items()
+            if key.startswith(f"{_PACKAGE}.")}  # not the made-up ones of the tests

@@ -1,0 +1,131 @@
+"""Induction heads: the probe that finds them and their scores (lesson 13).
+
+An *induction head* continues a pattern it has seen earlier in the same context: at a token
+``A`` it attends to the token that followed the previous ``A`` and copies it, so ``... A B
+... A`` predicts ``B``. It needs a *previous-token head* in an earlier layer, which writes
+into every position what the token before it was; the induction head's query (``A``) then
+matches the keys of positions whose previous token was ``A``.
+
+The classic probe (Olsson et al. 2022) is a block of random tokens repeated: nothing in the
+first block can be predicted, everything in the next one can, by copying. On it:
+
+- :func:`induction_scores`: how much each head attends from ``t`` to ``t - period + 1``;
+- :func:`previous_token_scores`: how much each head attends from ``t`` to ``t - 1``;
+- :func:`repeat_losses`: the model's loss on each repeat (copying makes the later ones low);
+- ablating heads (:func:`course_utils.nn.ablation.ablated`) shows what they did.
+
+Weights are the model's ``(batch, num_layers, num_heads, n_q, n_k)`` (``GPT(...,
+return_weights=True)``); with ``n_q < n_k`` (a KV cache) the queries are the last ``n_q``
+positions. A head is named by ``(layer, head)``, both counted from 0.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.checks import (
+    require_generator,
+    require_int_in_range,
+    require_positive_int,
+    require_tensor,
+    require_token_ids,
+)
+from course_utils.nn.ablation import attention_layers
+
+WEIGHTS = "(batch, num_layers, num_heads, n_q, n_k)"
+
+
+def repeated_tokens(batch_size: int, period: int, repeats: int, vocab_size: int,
+                    generator: torch.Generator) -> torch.Tensor:
+    """``batch_size`` rows of ``period`` random token ids, each row's block repeated
+    ``repeats`` times: tokens ``(batch, period * repeats)``, ``tokens[:, t] == tokens[:, t -
+    period]`` for every ``t >= period``. Ids are drawn uniformly from ``0..vocab_size-1``."""
+    require_positive_int("batch_size", batch_size)
+    require_positive_int("period", period)
+    require_int_in_range("repeats", repeats, 2)
+    require_positive_int("vocab_size", vocab_size)
+    if require_generator("generator", generator) is None:
+        raise TypeError("generator should be a torch.Generator (e.g. "
+                        "torch.Generator().manual_seed(0)): the tokens are drawn with it, "
+                        "never with the global random state")
+    block = torch.randint(0, vocab_size, (batch_size, period), generator=generator)
+    return block.repeat(1, repeats)  # (batch, period * repeats)
+
+
+def _require_weights(weights) -> torch.Tensor:
+    weights = require_tensor("weights", weights, WEIGHTS)
+    if weights.dim() != 5:
+        raise ValueError(f"weights should have shape {WEIGHTS} (5 dims), got shape "
+                         f"{tuple(weights.shape)}")
+    n_q, n_k = weights.shape[-2:]
+    if n_q > n_k:
+        raise ValueError(f"weights {WEIGHTS} = {tuple(weights.shape)} have n_q={n_q} > "
+                         f"n_k={n_k}: the queries should be the last n_q of the n_k positions")
+    return weights
+
+
+def _score_at_offset(weights: torch.Tensor, back: int, first_query: int) -> torch.Tensor:
+    """Mean weight from each query position ``t >= first_query`` to key ``t - back``:
+    ``(num_layers, num_heads)``."""
+    n_q, n_k = weights.shape[-2:]
+    positions = torch.arange(n_k - n_q, n_k, device=weights.device)  # each query's position
+    chosen = positions >= first_query
+    if not chosen.any():
+        raise ValueError(f"weights {WEIGHTS} = {tuple(weights.shape)} have no query at "
+                         f"position {first_query} or later, so there is nothing to score")
+    keys = (positions - back)[chosen]
+    # (batch, layers, heads, chosen queries): the weight each query gives its one key
+    picked = weights[..., chosen, :].gather(
+        -1, keys.view(1, 1, 1, -1, 1).expand(*weights.shape[:3], -1, 1)).squeeze(-1)
+    return picked.mean(dim=(0, 3))
+
+
+def induction_scores(weights, period: int) -> torch.Tensor:
+    """Each head's induction score on a sequence repeating every ``period`` tokens.
+
+    The mean, over the batch and every query position ``t >= period`` (a token seen before),
+    of the weight from ``t`` to ``t - period + 1``, the token after the previous occurrence
+    of ``t``'s token. weights ``(batch, num_layers, num_heads, n_q, n_k)`` -> scores
+    ``(num_layers, num_heads)``, each in 0..1 (1: the head attends only there).
+    """
+    weights = _require_weights(weights)
+    require_positive_int("period", period)
+    if period >= weights.shape[-1]:
+        raise ValueError(f"period should be less than n_k={weights.shape[-1]} (the sequence "
+                         f"must repeat at least once), got period={period}")
+    return _score_at_offset(weights, back=period - 1, first_query=period)
+
+
+def previous_token_scores(weights) -> torch.Tensor:
+    """Each head's previous-token score: the mean, over the batch and every query position
+    ``t >= 1``, of the weight from ``t`` to ``t - 1``. weights ``(batch, num_layers,
+    num_heads, n_q, n_k)`` -> scores ``(num_layers, num_heads)``, each in 0..1."""
+    weights = _require_weights(weights)
+    return _score_at_offset(weights, back=1, first_query=1)
+
+
+def repeat_losses(model, tokens, period: int) -> torch.Tensor:
+    """The model's mean next-token loss (cross-entropy, nats) on each repeat of ``tokens``.
+
+    tokens ``(batch, period * repeats)``, e.g. from :func:`repeated_tokens` -> losses
+    ``(repeats,)``: entry ``r`` is the loss of predicting the tokens at positions ``r *
+    period .. (r + 1) * period - 1`` (the first repeat has no prediction for position 0).
+    Run without gradients, in the model's current mode.
+    """
+    attention_layers(model)
+    vocab_size = getattr(model, "vocab_size", None)
+    require_positive_int("model.vocab_size", vocab_size)
+    tokens = require_token_ids("tokens", tokens, vocab_size)
+    require_positive_int("period", period)
+    seq_len = tokens.shape[1]
+    if seq_len % period or seq_len < 2 * period:
+        raise ValueError(f"tokens (batch, period * repeats) = {tuple(tokens.shape)} should "
+                         f"hold at least 2 whole repeats of period={period}")
+    with torch.no_grad():
+        logits = model(tokens[:, :-1])  # (batch, seq_len - 1, vocab_size)
+        losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+    # Prediction i is the target at position i + 1; position 0 has none: pad it to cut evenly.
+    losses = torch.cat([losses.new_full((tokens.shape[0], 1), float("nan")), losses], dim=1)
+    per_repeat = losses.view(tokens.shape[0], seq_len // period, period)
+    return per_repeat.nanmean(dim=(0, 2))  # (repeats,)

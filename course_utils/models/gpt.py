@@ -1,0 +1,143 @@
+"""A decoder-only Transformer (GPT) built from the course's own parts.
+
+Tokens ``(batch, seq_len)`` become vectors (a token embedding plus a learned position
+vector, as in GPT-2), pass ``num_layers`` pre-LN blocks (lesson 07's
+:class:`~course_utils.nn.blocks.EncoderBlock` with ``norm_first=True`` and GELU, under the
+causal mask of lesson 05), a final LayerNorm, and are read out through the token embedding
+itself (weight tying): the logit of token ``t`` is the dot product of the last vector with
+``t``'s embedding. Each position predicts the next token from itself and what came before.
+
+Why learned absolute positions (lesson 11 has the others): they are GPT-2's, the forward
+pass stays a table look-up and an addition (easy to port to the browser), and their limit is
+instructive: a model with ``max_len`` position vectors cannot see position ``max_len``, which
+is why :func:`course_utils.nn.generation.generate` crops the context. Lesson 14's model rotates
+its queries and keys instead (RoPE, ``MultiHeadAttention(rope_base=...)``).
+
+The model follows the protocol of :mod:`course_utils.nn.kv_cache`: ``model(tokens, cache=None)``.
+:func:`train_on_text` is lesson 12's training recipe, shared with lesson 13, which retrains
+the same model to look for induction heads in it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.checks import (
+    require_bool,
+    require_generator,
+    require_instance,
+    require_positive_int,
+    require_positive_number,
+    require_token_ids,
+)
+from course_utils.data.corpus import sample_windows
+from course_utils.nn.blocks import EncoderBlock
+from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.masks import causal_mask
+from course_utils.nn.training import fit
+
+
+class GPT(nn.Module):
+    """A GPT: embeddings, ``num_layers`` pre-LN blocks, final LayerNorm, tied readout.
+
+    Args:
+        vocab_size: how many token ids there are.
+        max_len: how many positions the model can see (one learned vector each).
+        d_model, num_heads, num_layers: the sizes (``d_k = d_model / num_heads``).
+        d_ff: the FFN's hidden width, ``4 * d_model`` by default as in GPT-2.
+
+    ``forward(tokens, cache=None, return_weights=False)``: tokens ``(batch, n_new)`` ids
+    give logits ``(batch, n_new, vocab_size)``. With a :class:`~course_utils.nn.kv_cache.KVCache`
+    the tokens continue the cached sequence (positions ``cache.seq_len ..``) and every block
+    appends its keys and values. ``return_weights=True`` returns ``(logits, weights)`` with
+    every block's attention, ``(batch, num_layers, num_heads, n_new, n_k)`` (``n_k =
+    cache.seq_len + n_new``, before the call).
+    """
+
+    def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,
+                 num_layers: int, d_ff: int | None = None):
+        super().__init__()
+        self.vocab_size = require_positive_int("vocab_size", vocab_size)
+        self.max_len = require_positive_int("max_len", max_len)
+        require_positive_int("d_model", d_model)
+        self.num_layers = require_positive_int("num_layers", num_layers)
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        # GPT-2's initial scale. nn.Embedding starts at N(0, 1), and through the tied readout
+        # such vectors would give logits of size ~sqrt(d_model): a confident model at step 0.
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
+        nn.init.normal_(self.position_embedding.weight, std=0.02)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(d_model, num_heads, d_ff, norm_first=True, activation="gelu")
+            for _ in range(num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model)
+
+    def forward(self, tokens, cache=None, return_weights: bool = False):
+        tokens = require_token_ids("tokens", tokens, self.vocab_size, "(batch, n_new)")
+        require_bool("return_weights", return_weights)
+        past = 0
+        if cache is not None:
+            past = require_instance("cache", cache, KVCache,
+                                    "a course_utils.nn.kv_cache.KVCache or None").seq_len
+        n_new = tokens.shape[1]
+        if n_new == 0:
+            raise ValueError("tokens should hold at least one token, got shape "
+                             f"{tuple(tokens.shape)}")
+        if past + n_new > self.max_len:
+            raise ValueError(
+                f"tokens (batch, n_new) = {tuple(tokens.shape)} after {past} cached positions "
+                f"would reach position {past + n_new - 1}, but the model has max_len="
+                f"{self.max_len} learned positions (0..{self.max_len - 1}); crop the context"
+            )
+        positions = torch.arange(past, past + n_new, device=tokens.device)
+        # (batch, n_new, d_model): what each token is, plus where it is
+        x = self.token_embedding(tokens) + self.position_embedding(positions)
+        mask = causal_mask(n_new, past + n_new, device=tokens.device)  # (n_new, n_k)
+        all_weights = []
+        for layer, block in enumerate(self.blocks):
+            # The pre-LN block of lesson 07, written out to hand the cache to its attention.
+            attended, weights = block.self_attn(block.norm1(x), mask=mask, cache=cache,
+                                                layer=layer)
+            x = x + attended
+            x = x + block.ffn(block.norm2(x))
+            all_weights.append(weights)  # (batch, num_heads, n_new, n_k)
+        # Tied readout: the token embedding (vocab_size, d_model) is the output matrix too.
+        logits = F.linear(self.final_norm(x), self.token_embedding.weight)
+        if return_weights:
+            return logits, torch.stack(all_weights, dim=1)
+        return logits  # (batch, n_new, vocab_size)
+
+
+def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
+                  batch_size: int = 32, lr: float = 5e-3) -> list[float]:
+    """Train ``model`` on a token stream as lesson 12 does; return the loss of every step.
+
+    Each of the ``steps`` Adam steps (:func:`course_utils.nn.training.fit`) draws ``batch_size``
+    windows of ``model.max_len + 1`` consecutive tokens from ``tokens`` ``(num_tokens,)``
+    with ``generator`` (:func:`course_utils.data.corpus.sample_windows`); the model reads
+    ``window[:, :-1]`` and every position is scored (cross-entropy) on the next token,
+    ``window[:, 1:]``. The same generator state and initial weights give the same model.
+    """
+    require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
+    tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
+    require_positive_int("steps", steps)
+    if require_generator("generator", generator) is None:
+        raise TypeError("generator should be a torch.Generator (e.g. "
+                        "torch.Generator().manual_seed(0)): batches are drawn with it, never "
+                        "with the global random state")
+    require_positive_int("batch_size", batch_size)
+    require_positive_number("lr", lr)
+    if len(tokens) < model.max_len + 1:
+        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is shorter than one "
+                         f"window of max_len + 1 = {model.max_len + 1} tokens")
+
+    def loss_at_step(step: int) -> torch.Tensor:
+        window = sample_windows(tokens, batch_size, model.max_len, generator)
+        logits = model(window[:, :-1])  # (batch, max_len, vocab_size)
+        return F.cross_entropy(logits.reshape(-1, model.vocab_size), window[:, 1:].reshape(-1))
+
+    return fit(model, loss_at_step, steps, lr=lr)

@@ -1,0 +1,96 @@
+"""Switching heads off: run a model with chosen heads' outputs replaced, to see what they did.
+
+One helper for every model of the course whose blocks hold a
+:class:`~course_utils.nn.attention.MultiHeadAttention` as ``blocks[layer].self_attn`` (lesson
+12's GPT, lesson 14's Llama, lesson 10's MiniLM). A head's output enters its block only through
+its ``d_k`` columns of ``w_o``, so replacing that slice of ``w_o``'s input removes the head and
+keeps everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from torch import nn
+
+from course_utils.checks import require_instance, require_int_in_range, require_one_of
+from course_utils.nn.attention import MultiHeadAttention
+
+ABLATIONS = ("zero", "mean")
+
+
+def attention_layers(model) -> list[MultiHeadAttention]:
+    """The self-attention of every block of ``model``, in layer order."""
+    require_instance("model", model, nn.Module, "a model with blocks (GPT, Llama, MiniLM)")
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList) or not all(
+            isinstance(getattr(block, "self_attn", None), MultiHeadAttention)
+            for block in blocks):
+        raise TypeError(f"model should be a GPT, Llama or MiniLM: an nn.Module whose "
+                        f"blocks[layer].self_attn "
+                        f"is a MultiHeadAttention, got a {type(model).__name__} without them")
+    return [block.self_attn for block in blocks]
+
+
+def _require_heads(heads, layers: list[MultiHeadAttention]) -> dict[int, list[int]]:
+    """``heads`` as {layer: [head, ...]}, each pair checked against the model's sizes."""
+    what = "an iterable of (layer, head) pairs, e.g. [(1, 0)]"
+    if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
+        raise TypeError(f"heads should be {what}, got {type(heads).__name__} {heads!r}")
+    chosen: dict[int, list[int]] = {}
+    for pair in heads:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"heads should be {what}, got the item {pair!r}")
+        layer, head = pair
+        require_int_in_range("layer (of a pair in heads)", layer, 0, len(layers) - 1)
+        require_int_in_range("head (of a pair in heads)", head, 0, layers[layer].num_heads - 1)
+        chosen.setdefault(layer, []).append(head)
+    return chosen
+
+
+def ablated(model, heads, ablation: str = "zero") -> AbstractContextManager[nn.Module]:
+    """``with ablated(model, heads): ...``: inside the block, ``model`` runs with the chosen
+    heads' outputs replaced.
+
+    ``heads``: ``(layer, head)`` pairs. ``ablation="zero"`` sets each chosen head's output
+    ``(batch, n_q, d_k)`` (its slice of the concatenated heads, the input of ``w_o``) to 0;
+    ``"mean"`` sets it to its mean over the batch and the positions of that same forward
+    call, ``(1, 1, d_k)``: what the head writes on average stays, what depends on the token
+    goes. ``MultiHeadAttention`` is not changed: a forward pre-hook on each layer's ``w_o``
+    does the replacing, and leaving the block (even by an exception) removes it. The
+    attention weights the model returns are still every head's own. The arguments are
+    checked at the call, before anything is hooked.
+    """
+    layers = attention_layers(model)
+    chosen = _require_heads(heads, layers)
+    require_one_of("ablation", ablation, ABLATIONS)
+    return _hooked(model, layers, chosen, ablation)
+
+
+@contextmanager
+def _hooked(model, layers: list[MultiHeadAttention], chosen: dict[int, list[int]],
+            ablation: str) -> Iterator[nn.Module]:
+    handles = []
+    try:
+        for layer, layer_heads in chosen.items():
+            attention = layers[layer]
+            handles.append(attention.w_o.register_forward_pre_hook(
+                _head_replacer(sorted(set(layer_heads)), attention.d_k, ablation)))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _head_replacer(heads: list[int], d_k: int, ablation: str):
+    def replace(module, args):
+        merged = args[0].clone()  # (batch, n_q, d_model): the heads side by side, head-major
+        for head in heads:
+            part = merged[..., head * d_k:(head + 1) * d_k]  # (batch, n_q, d_k), a view
+            if ablation == "zero":
+                part.zero_()
+            else:
+                part.copy_(part.mean(dim=(0, 1), keepdim=True).expand_as(part))
+        return (merged, *args[1:])
+    return replace

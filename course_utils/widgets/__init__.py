@@ -1,1 +1,0 @@
-"""Interactive views for the lessons (ipywidgets 7.7 and 8)."""
