@@ -45,7 +45,10 @@ _state = {"language": ENGLISH}
 
 
 def available_languages() -> tuple[str, ...]:
-    """English, then every edition with a compiled catalogue in ``locale/``."""
+    """English, then every edition with a compiled catalogue in ``locale/``.
+
+    Used in every lesson.
+    """
     return (ENGLISH, *sorted(path.parent.name for path in LOCALE_DIR.glob(f"*/{DOMAIN}.mo")))
 
 
@@ -59,32 +62,48 @@ def _catalogue(language: str) -> gettext.NullTranslations:
 
 @cache
 def edition(language: str) -> dict:
-    """An edition's settings from its ``edition.json`` (English has none: ``{}``)."""
+    """An edition's settings from its ``edition.json`` (English has none: ``{}``).
+
+    Used in every lesson.
+    """
     path = LOCALE_DIR / language / "edition.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def require_language(language) -> str:
-    """``language`` if it names an edition; a ValueError naming the editions otherwise."""
+    """``language`` if it names an edition; a ValueError naming the editions otherwise.
+
+    Used in every lesson.
+    """
     languages = available_languages()
     return require_one_of("language", language, languages)
 
 
 def set_language(language: str) -> None:
     """Show every text the package makes in ``language`` (``available_languages()``) and
-    let figures draw its script with the edition's font."""
+    let figures draw its script with the edition's font.
+
+    Used in every lesson.
+    """
     _state["language"] = require_language(language)
     if edition(language).get("figure_font"):
         use_edition_font(language)
 
 
 def current_language() -> str:
+    """The language the package shows its text in (``setup(language=...)``).
+
+    Used in every lesson.
+    """
     return _state["language"]
 
 
 def translate(message: str, language: str | None = None, context: str | None = None) -> str:
     """``message`` (its English text) in ``language`` (default: the current one), in
-    ``context`` if given (as :func:`pgettext`)."""
+    ``context`` if given (as :func:`pgettext`).
+
+    Used in every lesson.
+    """
     require_instance("message", message, str, "a str (the English text)")
     catalogue = _catalogue(require_language(language or _state["language"]))
     return catalogue.gettext(message) if context is None else catalogue.pgettext(context, message)
@@ -97,7 +116,10 @@ def _(message: str) -> str:
 
 def pgettext(context: str, message: str) -> str:
     """``message`` in the current language where the same English needs another word in
-    ``context`` (a figure's label, say, or a value named in a checker's message)."""
+    ``context`` (a figure's label, say, or a value named in a checker's message).
+
+    Used in every lesson.
+    """
     require_instance("context", context, str, "a str")
     require_instance("message", message, str, "a str (the English text)")
     return _catalogue(_state["language"]).pgettext(context, message)
@@ -105,7 +127,10 @@ def pgettext(context: str, message: str) -> str:
 
 def join_sentences(sentences) -> str:
     """Sentences one after the other, as the current language writes them: separated by a
-    space in English, with none in Chinese (each translation says how)."""
+    space in English, with none in Chinese (each translation says how).
+
+    Used in every lesson.
+    """
     if isinstance(sentences, str | Message) or not isinstance(sentences, Iterable):
         raise TypeError(f"sentences should be a list (or iterable) of sentences, got "
                         f"{type(sentences).__name__}")
@@ -123,6 +148,8 @@ class Message:
 
     For text made before the learner picks a language: ``str()``, ``format()`` and
     f-strings translate at that moment; ``english`` is the message id.
+
+    Used in every lesson.
     """
 
     __slots__ = ("english",)
@@ -152,19 +179,28 @@ class Message:
 
 
 def N_(message: str) -> Message:  # noqa: N802 (gettext's name for a deferred message)
-    """Mark ``message`` for translation when it is shown (see :class:`Message`)."""
+    """Mark ``message`` for translation when it is shown (see :class:`Message`).
+
+    Used in every lesson.
+    """
     return Message(message)
 
 
 def in_english(message: str | Message) -> str:
-    """The English form of a str or :class:`Message` (names that must not change)."""
+    """The English form of a str or :class:`Message` (names that must not change).
+
+    Used in every lesson.
+    """
     require_instance("message", message, str | Message, "a str or N_(...)")
     return message.english if isinstance(message, Message) else message
 
 
 def example_words(name: str, english: tuple[str, ...]) -> tuple[str, ...]:
     """The current edition's words for the example ``name`` (an example about language,
-    such as the explorer's pronoun sentence), or ``english`` where it has none."""
+    such as the explorer's pronoun sentence), or ``english`` where it has none.
+
+    Used in lesson 09.
+    """
     require_instance("name", name, str, "the example's name (a str)")
     words = edition(_state["language"]).get("examples", {}).get(name)
     if words is None:
@@ -176,7 +212,10 @@ def example_words(name: str, english: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def edition_font_path(language: str) -> Path:
-    """Where the pip-installed font of ``language``'s figures lies."""
+    """Where the pip-installed font of ``language``'s figures lies.
+
+    Used in every lesson.
+    """
     font = edition(require_language(language)).get("figure_font")
     if font is None:
         raise ValueError(f"the {language} edition has no figure_font: its figures keep "
@@ -195,6 +234,8 @@ def use_edition_font(language: str) -> None:
     Latin letters and digits keep the default font (DejaVu Sans); a glyph it lacks falls
     back to the edition's font, so labels that mix a CJK script with "(n_q, n_k)" draw
     completely.
+
+    Used in every lesson.
     """
     path = edition_font_path(language)
     family = edition(language)["figure_font"]["family"]

@@ -31,7 +31,10 @@ CLAIMS_LOG = "COURSE_CLAIMS_LOG"
 
 @contextmanager
 def one_thread():
-    """Run torch on one thread inside the block, restoring the previous count afterwards."""
+    """Run torch on one thread inside the block, restoring the previous count afterwards.
+
+    Used in every lesson.
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -48,6 +51,8 @@ def setup(seed: int = 0, language: str = "en") -> None:
     Every tensor in the lessons is small: a second thread costs more in hand-over than it
     saves (on a busy machine, many times more), and one thread makes float reductions add
     up in the same order on every machine, so the printed numbers are reproducible.
+
+    Used in every lesson.
     """
     _run["seed"] = require_seed("seed", seed)
     set_language(language)
@@ -68,6 +73,8 @@ def seeds(n: int) -> tuple[int, ...]:
 
     ``setup(seed=0)`` (the stored run) gives ``0, 1, ..., n - 1``; ``setup(seed=s)`` gives
     ``1000 s, 1000 s + 1, ...``: other models, for claims that must hold on any seed.
+
+    Used in lessons 01, 03, 04, 06, 07, 08, 11, 12 and 13.
     """
     n = require_positive_int("n", n)
     if n > SEEDS_PER_RUN:
@@ -79,7 +86,10 @@ def seeds(n: int) -> tuple[int, ...]:
 def lesson_generator(index: int = 0) -> torch.Generator:
     """A ``torch.Generator`` seeded with the lesson's seed number ``index`` (``seeds``): for a
     data draw or an initialisation that must change with the setup seed and with nothing
-    else (re-running the cell gives the same draw)."""
+    else (re-running the cell gives the same draw).
+
+    Used in lessons 01, 02, 03, 04, 06, 07, 08, 11, 12, 13 and 14.
+    """
     require_int_in_range("index", index, 0, SEEDS_PER_RUN - 1)
     return torch.Generator().manual_seed(SEEDS_PER_RUN * _run["seed"] + index)
 
@@ -90,6 +100,8 @@ def claim(holds, statement: str) -> None:
     ``holds`` is a bool (or a one-element bool tensor); ``statement`` says what the lesson
     claims, in its own words. A claim that holds prints ``✓ statement``; one that does not
     stops the lesson with an AssertionError naming the claim, so prose cannot go stale.
+
+    Used in every lesson.
     """
     if isinstance(holds, torch.Tensor):
         if holds.numel() != 1:

@@ -50,6 +50,8 @@ class Progress:
 
     A context manager; ``advance(n)`` counts ``n`` more units. A bar opened inside another
     (a sweep that trains several models) shows under it, in the same display.
+
+    Used in every lesson.
     """
 
     def __init__(self, total: int, label: str | Message):
@@ -84,7 +86,10 @@ class Progress:
 
 
 def counted(items: Sequence, label: str | Message) -> Iterator:
-    """Yield ``items`` one by one under a ``Progress`` bar of ``len(items)`` units."""
+    """Yield ``items`` one by one under a ``Progress`` bar of ``len(items)`` units.
+
+    Used in every lesson.
+    """
     require_instance("items", items, Sequence, "a sequence (a list or a tuple)")
     require_instance("label", label, str | Message, "a str or an N_(...) message")
     return _under(Progress(len(items), label), items) if items else iter(())

@@ -26,14 +26,20 @@ _NO_LINE_START = set("\uff0c\u3002\uff1a\uff1b\u3001\uff09\uff01\uff1f\u201d")
 
 
 def display_width(text: str) -> int:
-    """Columns ``text`` takes in a monospaced font: 2 per wide or full-width character."""
+    """Columns ``text`` takes in a monospaced font: 2 per wide or full-width character.
+
+    Used in lesson 03.
+    """
     require_instance("text", text, str, "a str")
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def pad(text: str, width: int, align: str = "<") -> str:
     """``text`` padded with spaces to ``width`` columns (``align``: "<" left, ">" right, "^"
-    centre), like ``format(text, f"{align}{width}")`` but counting wide characters twice."""
+    centre), like ``format(text, f"{align}{width}")`` but counting wide characters twice.
+
+    Used in lessons 01, 02, 03, 04, 05, 06, 07, 08, 09, 10, 12 and 14.
+    """
     require_positive_int("width", width)
     require_one_of("align", align, ("<", ">", "^"))
     room = max(width - display_width(text), 0)
@@ -44,7 +50,10 @@ def pad(text: str, width: int, align: str = "<") -> str:
 def format_table(rows, align: str = ">", gap: int = 2) -> str:
     """Rows of cells (str) as lines of columns, each as wide as its widest cell in display
     width. ``align`` is one of "<", ">", "^" for every column, or one such character per
-    column ("<>>" puts the first on the left, the others on the right)."""
+    column ("<>>" puts the first on the left, the others on the right).
+
+    Used in lessons 10 and 11.
+    """
     rows = [list(row) for row in require_instance("rows", rows, (list, tuple), "a list of rows")]
     if not rows or any(len(row) != len(rows[0]) for row in rows):
         raise ValueError(f"rows should be a non-empty list of rows of as many cells, got row "
@@ -72,6 +81,8 @@ def fill(message: str, head: str, width: int = 100) -> str:
 
     ``textwrap.fill`` for text without wide characters; otherwise lines broken by display
     width, at any wide character (closing punctuation may overhang by one character).
+
+    Used in lesson 08.
     """
     require_instance("message", message, str, "a str")
     require_instance("head", head, str, "a str")

@@ -41,13 +41,19 @@ TEXTS = ("shakespeare", "tang_poems")
 
 
 def load_text(name: str) -> str:
-    """The committed text ``name`` (one of ``TEXTS``) as one string."""
+    """The committed text ``name`` (one of ``TEXTS``) as one string.
+
+    Used in lessons 12, 13 and 14.
+    """
     require_one_of("name", name, TEXTS)
     return (resources.files("course_utils") / "data" / f"{name}.txt").read_text(encoding="utf-8")
 
 
 class CharTokenizer:
-    """One token per character: id ``i`` is ``chars[i]``, the characters in sorted order."""
+    """One token per character: id ``i`` is ``chars[i]``, the characters in sorted order.
+
+    Used in lessons 12 and 13.
+    """
 
     def __init__(self, chars: str):
         require_instance("chars", chars, str, "a str of distinct characters")
@@ -99,7 +105,10 @@ def _require_stream(tokens) -> torch.Tensor:
 def train_validation_split(tokens, validation_fraction: float = 0.1
                            ) -> tuple[torch.Tensor, torch.Tensor]:
     """Split a token stream ``(num_tokens,)`` into its first part (training) and its last
-    ``validation_fraction`` (validation): contiguous, so no window straddles the two."""
+    ``validation_fraction`` (validation): contiguous, so no window straddles the two.
+
+    Used in lessons 12 and 13.
+    """
     tokens = _require_stream(tokens)
     require_positive_number("validation_fraction", validation_fraction)
     if validation_fraction >= 1:
@@ -116,7 +125,10 @@ def sample_windows(tokens, batch_size: int, seq_len: int,
                    generator: torch.Generator) -> torch.Tensor:
     """``batch_size`` windows of ``seq_len + 1`` consecutive tokens from ``tokens``
     ``(num_tokens,)``, each starting at a position drawn with ``generator``:
-    ``(batch, seq_len + 1)``; inputs are ``[:, :-1]``, targets ``[:, 1:]``."""
+    ``(batch, seq_len + 1)``; inputs are ``[:, :-1]``, targets ``[:, 1:]``.
+
+    Used in lessons 12 and 13.
+    """
     tokens = _require_stream(tokens)
     require_positive_int("batch_size", batch_size)
     require_positive_int("seq_len", seq_len)
@@ -151,7 +163,10 @@ def _unigram_probabilities(train: torch.Tensor, vocab_size: int) -> torch.Tensor
 def unigram_loss(train, validation, vocab_size: int) -> float:
     """The cross-entropy (nats per token) on ``validation`` ``(num_tokens,)`` of the add-one
     unigram model counted on ``train`` ``(num_tokens,)``: every token predicted by how often
-    it occurs, whatever came before."""
+    it occurs, whatever came before.
+
+    Used in lesson 12.
+    """
     train, validation = _require_counting_inputs(train, validation, vocab_size)
     return -_unigram_probabilities(train, vocab_size)[validation].log().mean().item()
 
@@ -171,6 +186,8 @@ def bigram_loss(train, validation, vocab_size: int) -> float:
 
     Tuning on the validation tokens flatters the baseline, so a model that beats it beats
     every bigram of this family.
+
+    Used in lesson 12.
     """
     train, validation = _require_counting_inputs(train, validation, vocab_size)
     pairs = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)  # (previous, next)
@@ -195,7 +212,10 @@ def verse_line_share(text: str, lengths: tuple[int, ...] = (5, 7)) -> float:
     """The share of the lines of ``text`` that have one of ``lengths`` characters, where a
     line is what stands between a full-width comma, full stop or newline and the next comma
     or full stop (so titles and author lines, which end in a newline, are no lines, nor is
-    the cut-off start of a sample). 0.0 when ``text`` holds no line."""
+    the cut-off start of a sample). 0.0 when ``text`` holds no line.
+
+    Used in lesson 12.
+    """
     require_instance("text", text, str, "a str")
     require_instance("lengths", lengths, tuple, "a tuple of line lengths")
     if not lengths:

@@ -77,6 +77,8 @@ def diagnose(attention, d_model: int | None = None, seed: int = 0) -> Report:
     ValueError. When the implementation raises, that probe fails with the exception's type
     and the other probes still run; when it returns something other than
     ``(output, weights)``, every probe says so.
+
+    Used in lesson 08.
     """
     seed = require_seed("seed", seed)
     subject = subject_for(attention, d_model)

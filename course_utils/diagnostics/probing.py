@@ -18,22 +18,37 @@ SEE_SHAPES = N_("(see the shapes probe)")
 
 
 def short_error(error: Exception) -> str:
+    """An exception as one line: its type and the first line of its message.
+
+    Used in lesson 08.
+    """
     # Only the type: torch's wording changes between versions, our advice does not.
     return type(error).__name__
 
 
 def max_abs(t: torch.Tensor) -> float:
+    """The largest absolute entry of a tensor, as a float.
+
+    Used in lesson 08.
+    """
     return float(t.abs().max()) if t.numel() else 0.0
 
 
 def sizes_of(inputs) -> str:
+    """The shapes of probe inputs as text, for a finding.
+
+    Used in lesson 08.
+    """
     names = ("q", "k", "v") if len(inputs) == 3 else ("x",)
     return ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(names, inputs, strict=True))
 
 
 class Probing:
     """One diagnose() run: the subject and its seed; every probe draws its inputs from its
-    own generator, ``seed + offset``, so a report depends only on the implementation."""
+    own generator, ``seed + offset``, so a report depends only on the implementation.
+
+    Used in lesson 08.
+    """
 
     def __init__(self, subject: Subject, seed: int):
         self.subject = subject

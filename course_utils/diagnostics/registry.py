@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Probe:
-    """A registered probe: its name (as the report shows it), its place and its runner."""
+    """A registered probe: its name (as the report shows it), its place and its runner.
+
+    Used in lesson 08.
+    """
 
     name: str
     order: int
@@ -26,7 +29,10 @@ _REGISTRY: dict[str, Probe] = {}
 
 
 def probe(name: str, order: int) -> Callable[[Callable], Callable]:
-    """Register the decorated function as the probe ``name``, shown at place ``order``."""
+    """Register the decorated function as the probe ``name``, shown at place ``order``.
+
+    Used in lesson 08.
+    """
 
     def register(run: Callable) -> Callable:
         if name in _REGISTRY:
@@ -41,5 +47,8 @@ def probe(name: str, order: int) -> Callable[[Callable], Callable]:
 
 
 def registered() -> tuple[Probe, ...]:
-    """Every registered probe, in report order."""
+    """Every registered probe, in report order.
+
+    Used in lesson 08.
+    """
     return tuple(sorted(_REGISTRY.values(), key=lambda p: p.order))

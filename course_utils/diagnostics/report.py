@@ -13,7 +13,10 @@ _MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
 
 @dataclass(frozen=True)
 class Finding:
-    """The result of one probe: ``status`` is ``"pass"``, ``"fail"`` or ``"skip"``."""
+    """The result of one probe: ``status`` is ``"pass"``, ``"fail"`` or ``"skip"``.
+
+    Used in lesson 08.
+    """
 
     probe: str
     status: str
@@ -26,7 +29,10 @@ class Finding:
 
 @dataclass(frozen=True, repr=False)
 class Report:
-    """All findings for one implementation; ``print(report)`` shows them one per line."""
+    """All findings for one implementation; ``print(report)`` shows them one per line.
+
+    Used in lesson 08.
+    """
 
     subject: str
     findings: tuple[Finding, ...]

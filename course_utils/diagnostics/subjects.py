@@ -26,7 +26,10 @@ _SEQ_LEN = 6
 
 
 class WrongReturn(Exception):
-    """The implementation returned something other than the pair (output, weights)."""
+    """The implementation returned something other than the pair (output, weights).
+
+    Used in lesson 08.
+    """
 
 
 # Set on an exception raised inside the implementation, to tell it from one of diagnose's.
@@ -35,7 +38,10 @@ RAISED_BY_SUBJECT = "_raised_by_the_diagnosed_code"
 
 @dataclass(frozen=True)
 class Layout:
-    """One shape of probe inputs: leading dims, n_q, n_k, d_k and d_v."""
+    """One shape of probe inputs: leading dims, n_q, n_k, d_k and d_v.
+
+    Used in lesson 08.
+    """
 
     lead: tuple[int, ...]
     n_q: int
@@ -76,6 +82,10 @@ SCALE_LAYOUTS = (Layout((4,), 16, 24, SELF.label, d_k=64, d_v=40),
 
 
 def check_pair(result) -> tuple[torch.Tensor, torch.Tensor]:
+    """``result`` as ``(output, weights)``, or WrongReturn saying what came instead.
+
+    Used in lesson 08.
+    """
     if isinstance(result, torch.Tensor):
         raise WrongReturn(_(
             "it returned one tensor of shape {result_shape} instead of the pair (output, "
@@ -102,6 +112,8 @@ class Subject:
 
     ``inputs`` is a tuple of tensors: (q, k, v) for a function, (x,) for a module. Key
     position j of every one of them is "token j".
+
+    Used in lesson 08.
     """
 
     is_module = False
@@ -151,6 +163,10 @@ def _redraw(t, positions, generator, sequence):
 
 
 class FunctionSubject(Subject):
+    """An attention function ``f(q, k, v, mask=None) -> (output, weights)`` under test.
+
+    Used in lesson 08.
+    """
     layouts = (SELF, HEADS)
 
     def __init__(self, function: Callable):
@@ -180,6 +196,10 @@ class FunctionSubject(Subject):
 
 
 class ModuleSubject(Subject):
+    """An attention module ``m(x, mask=None) -> (output, weights)`` under test.
+
+    Used in lesson 08.
+    """
     is_module = True
     layouts = (SELF,)
 
@@ -212,6 +232,10 @@ class ModuleSubject(Subject):
 
 
 def subject_for(attention, d_model) -> Subject:
+    """The :class:`Subject` that wraps ``attention`` (a function or a module).
+
+    Used in lesson 08.
+    """
     if isinstance(attention, type) and issubclass(attention, nn.Module):
         raise TypeError(f"diagnose() needs an instance, got the class {attention.__name__}; "
                         f"build one first, e.g. {attention.__name__}(d_model, ...)")
@@ -233,6 +257,10 @@ def subject_for(attention, d_model) -> Subject:
 
 
 def name_of(attention) -> str:
+    """A readable name of the implementation, for the report's title.
+
+    Used in lesson 08.
+    """
     if isinstance(attention, nn.Module):
         return type(attention).__name__
     return getattr(attention, "__name__", type(attention).__name__)

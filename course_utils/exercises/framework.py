@@ -43,7 +43,10 @@ CHECKER_FAILED = "checker failed"
 
 
 class Incorrect(Exception):
-    """Raised by a checker with a reason the learner can act on."""
+    """Raised by a checker with a reason the learner can act on.
+
+    Used in every lesson.
+    """
 
 
 class _NotAttempted(Exception):
@@ -57,6 +60,10 @@ RAISED_BY_LEARNER = "_raised_by_learners_code"
 
 @dataclass(frozen=True)
 class Verdict:
+    """What ``check()`` returns: one of the four outcomes and its message.
+
+    Used in every lesson.
+    """
     status: str
     message: str
 
@@ -130,6 +137,8 @@ def attempt(answer: Callable, *args, **kwargs):
     other exception is the learner's and is reported as such. A function that writes into a
     tensor argument (``scores.masked_fill_(...)``) is Incorrect: in the notebook it would
     change the caller's tensor.
+
+    Used in every lesson.
     """
     require_callable("answer", answer)
     args = tuple(_cloned(arg) for arg in args)
@@ -156,7 +165,10 @@ def _expect_tensor(value, what: str) -> None:
 
 
 def expect_shape(value, shape: Sequence[int], what: str) -> None:
-    """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``."""
+    """Raise Incorrect unless ``value`` is a tensor of exactly ``shape``.
+
+    Used in every lesson.
+    """
     _expect_tensor(value, what)
     if tuple(value.shape) != tuple(shape):
         raise Incorrect(_(
@@ -165,7 +177,10 @@ def expect_shape(value, shape: Sequence[int], what: str) -> None:
 
 
 def expect_finite(value: torch.Tensor, what: str) -> None:
-    """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here)."""
+    """Raise Incorrect if ``value`` holds NaN or ±inf (never a right answer here).
+
+    Used in every lesson.
+    """
     _expect_tensor(value, what)
     if value.is_floating_point() and not torch.isfinite(value).all():
         bad = "NaN" if torch.isnan(value).any() else "inf"
@@ -193,7 +208,10 @@ def _only_half_precision_rounding(value, expected: torch.Tensor) -> bool:
 def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
     """Raise Incorrect naming the dtype when ``value`` is right only to float16/bfloat16
     rounding: the cause is the precision, not the formula (checkers that look for known
-    mistakes call it first, so a rounding gap is never mistaken for one)."""
+    mistakes call it first, so a rounding gap is never mistaken for one).
+
+    Used in every lesson.
+    """
     require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
     if _only_half_precision_rounding(value, expected) and not is_close(value, expected):
         raise Incorrect(_(
@@ -204,7 +222,10 @@ def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
 
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """True if ``value`` would pass :func:`expect_close`: a checker uses it to recognise a
-    known mistake (a finite float tensor of the right shape, equal in float64)."""
+    known mistake (a finite float tensor of the right shape, equal in float64).
+
+    Used in every lesson.
+    """
     require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
     return (isinstance(value, torch.Tensor) and value.is_floating_point()
             and tuple(value.shape) == tuple(expected.shape)
@@ -219,6 +240,8 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
 
     Any floating dtype is accepted (both sides are compared in float64); an integer or bool
     tensor where floats are expected, another device, or NaN/inf get their own message.
+
+    Used in every lesson.
     """
     require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
     expect_shape(value, expected.shape, what)
@@ -241,7 +264,10 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
 
 
 def as_number(value, what: str) -> float:
-    """The learner's scalar answer as a finite float, or Incorrect saying what came."""
+    """The learner's scalar answer as a finite float, or Incorrect saying what came.
+
+    Used in every lesson.
+    """
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise Incorrect(_(
@@ -260,7 +286,10 @@ def as_number(value, what: str) -> float:
 
 def as_bool(value, what: str) -> bool:
     """The learner's yes/no answer as a bool: Python's or NumPy's bool, or a one-element bool
-    tensor; anything else (an int, a float, a string) gets Incorrect saying what came."""
+    tensor; anything else (an int, a float, a string) gets Incorrect saying what came.
+
+    Used in every lesson.
+    """
     if isinstance(value, torch.Tensor) and value.dtype == torch.bool and value.numel() == 1:
         return bool(value)
     if isinstance(value, (bool, np.bool_)):
@@ -292,6 +321,8 @@ class Exercise:
 
     ``title`` and each hint are a str or a :class:`Message`; the English title names the
     exercise in the registry.
+
+    Used in every lesson.
     """
 
     title: str | Message
@@ -351,7 +382,10 @@ class Exercise:
 
 
 def all_exercises() -> dict[str, Exercise]:
-    """Every exercise of the course, ``{"module:title": exercise}`` (imports all modules)."""
+    """Every exercise of the course, ``{"module:title": exercise}`` (imports all modules).
+
+    Used in every lesson.
+    """
     package = importlib.import_module(_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{_PACKAGE}.{module.name}")

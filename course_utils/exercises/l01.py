@@ -29,7 +29,10 @@ def _distances(n: int) -> torch.Tensor:
 
 
 def reference_cnn_path_lengths(n: int, kernel_size: int) -> torch.Tensor:
-    """(n, n): layers of a stack of convolutions before position j can influence position i."""
+    """(n, n): layers of a stack of convolutions before position j can influence position i.
+
+    Used in lesson 01.
+    """
     reach = (kernel_size - 1) // 2  # positions one layer sees on each side
     positions = torch.arange(n)
     distance = (positions[:, None] - positions[None, :]).abs()  # (n, n): |i - j|
@@ -112,7 +115,10 @@ cnn_path_lengths = Exercise(
 
 
 def reference_gradient_through_linear_rnn(w: torch.Tensor, max_k: int) -> torch.Tensor:
-    """‖∂h_T/∂h_{T-k}‖ = ‖W^k‖ (Frobenius) for k = 0..max_k of h_t = W h_{t-1} + x_t."""
+    """‖∂h_T/∂h_{T-k}‖ = ‖W^k‖ (Frobenius) for k = 0..max_k of h_t = W h_{t-1} + x_t.
+
+    Used in lesson 01.
+    """
     return torch.stack(
         [torch.linalg.matrix_norm(torch.linalg.matrix_power(w, k)) for k in range(max_k + 1)]
     )  # (max_k + 1,)

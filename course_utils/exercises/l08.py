@@ -33,6 +33,8 @@ def buggy_encoder_attention(q, k, v, mask=None):
 
     q ``(batch, n_q, d_k)``, k ``(batch, n_k, d_k)``, v ``(batch, n_k, d_v)``, mask bool
     broadcastable to ``(batch, n_q, n_k)``, True = may attend. Two bugs: run diagnose() on it.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -46,6 +48,8 @@ def buggy_half_precision_attention(q, k, v, mask=None):
 
     It should also work with a heads axis, (batch, heads, seq_len, d_k), and in float16.
     Two bugs: run diagnose() on it.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
     if mask is not None:

@@ -59,7 +59,10 @@ def _learners_query(strengths) -> dict[str, float]:
 
 def with_query_of_it(strengths: Mapping[str, float]) -> AttentionExample:
     """"the kitten chased the ball because it was round" (in the course language), "it"
-    looking for ``strengths``."""
+    looking for ``strengths``.
+
+    Used in lesson 09.
+    """
     require_instance("strengths", strengths, Mapping, "a dict feature -> strength")
     table = [(word, is_, dict(strengths) if position == IT else wants)
              for position, (word, is_, wants) in

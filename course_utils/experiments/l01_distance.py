@@ -34,7 +34,10 @@ from course_utils.nn.training import fit
 
 @dataclass(frozen=True)
 class DistanceTask:
-    """Sequences of up to ``max_len`` tokens over ``num_symbols`` symbols."""
+    """Sequences of up to ``max_len`` tokens over ``num_symbols`` symbols.
+
+    Used in lesson 01.
+    """
 
     num_symbols: int = 32
     max_len: int = 101
@@ -135,6 +138,8 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
     ``max_grad_norm``, the usual guard for recurrent networks. ``after_steps`` maps a step
     count to a function called once that many updates are done (to measure the model
     along the way); returns the loss of every step.
+
+    Used in lesson 01.
     """
     require_instance("model", model, nn.Module, "a torch.nn.Module")
     _require_task(task)
@@ -171,7 +176,10 @@ def accuracy_by_distance(model: nn.Module, task: DistanceTask, distances: Sequen
                          samples: int = 256,
                          generator: torch.Generator | None = None) -> torch.Tensor:
     """Fraction of ``samples`` fresh sequences of length ``max_len`` answered right,
-    at each distance; returns a float tensor ``(len(distances),)``."""
+    at each distance; returns a float tensor ``(len(distances),)``.
+
+    Used in lesson 01.
+    """
     require_instance("model", model, nn.Module, "a torch.nn.Module")
     _require_task(task)
     require_positive_int("samples", samples)
@@ -195,6 +203,8 @@ def learning_curve(build: Callable[[], nn.Module], task: DistanceTask, budgets: 
     as in ``train_reader``); after each budget it answers the same ``samples`` sequences of
     ``max_len`` tokens per distance. Returns the accuracies ``(len(budgets),
     len(distances))`` and the trained model.
+
+    Used in lesson 01.
     """
     require_callable("build", build)
     _require_task(task)

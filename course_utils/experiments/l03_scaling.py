@@ -61,7 +61,10 @@ SCALE_LABELS = _Labels({
 
 
 def scale_factor(d_k: int, rule: str) -> float:
-    """The factor the raw scores ``q·k`` are multiplied by under ``rule``."""
+    """The factor the raw scores ``q·k`` are multiplied by under ``rule``.
+
+    Used in lesson 03.
+    """
     d_k = require_positive_int("d_k", d_k)
     require_one_of("rule", rule, SCALE_RULES)
     if rule == "none":
@@ -76,6 +79,8 @@ def dot_products(d_k: int, n_pairs: int = 10_000, scale: float = 1.0, seed: int 
     """``scale · q·k`` for ``n_pairs`` independent q, k with N(0, 1) components.
 
     Returns a tensor ``(n_pairs,)``.
+
+    Used in lesson 03.
     """
     d_k = require_positive_int("d_k", d_k)
     n_pairs = require_positive_int("n_pairs", n_pairs)
@@ -90,6 +95,8 @@ def variance_table(d_ks: Sequence[int], n_pairs: int = 10_000, seed: int = 0) ->
 
     One dict per d_k: ``{"d_k", "unscaled", "scaled"}``. Both columns come from the same
     samples, so ``scaled == unscaled / d_k`` up to rounding.
+
+    Used in lesson 03.
     """
     rows = []
     for d_k in d_ks:
@@ -102,7 +109,10 @@ def variance_table(d_ks: Sequence[int], n_pairs: int = 10_000, seed: int = 0) ->
 
 # ---------------------------------------------------------------- 2. saturated rows
 def max_weight(weights: torch.Tensor) -> torch.Tensor:
-    """The largest weight of each row: ``(..., n_q, n_k)`` -> ``(..., n_q)``; 1 means one-hot."""
+    """The largest weight of each row: ``(..., n_q, n_k)`` -> ``(..., n_q)``; 1 means one-hot.
+
+    Used in lesson 03.
+    """
     weights = require_tensor("weights", weights, "(..., n_q, n_k)")
     return weights.amax(dim=-1)
 
@@ -113,6 +123,8 @@ def random_rows(d_k: int, n_rows: int = 1000, n_keys: int = 16, seed: int = 0):
     Returns q ``(n_rows, 1, d_k)``, k ``(n_rows, n_keys, d_k)`` and upstream
     ``(n_rows, 1, n_keys)``: a stand-in for ∂L/∂weights, which in a real model is
     whatever the loss sends back through ``weights @ v``.
+
+    Used in lesson 03.
     """
     d_k = require_positive_int("d_k", d_k)
     n_rows = require_positive_int("n_rows", n_rows)
@@ -125,7 +137,10 @@ def random_rows(d_k: int, n_rows: int = 1000, n_keys: int = 16, seed: int = 0):
 
 
 def raw_scores(d_k: int, n_rows: int = 1000, n_keys: int = 16, seed: int = 0):
-    """Unscaled scores ``q·k`` of random rows: ``(n_rows, 1, n_keys)``."""
+    """Unscaled scores ``q·k`` of random rows: ``(n_rows, 1, n_keys)``.
+
+    Used in lesson 03.
+    """
     q, k, _values = random_rows(d_k, n_rows, n_keys, seed)
     return q @ k.transpose(-2, -1)  # (n_rows, 1, n_keys)
 
@@ -136,6 +151,8 @@ def saturation_table(d_ks: Sequence[int], rules: Sequence[str] = SCALE_RULES,
 
     One dict per (d_k, rule): ``{"d_k", "rule", "max_weight", "entropy"}``. Every rule
     sees the same raw scores, so only the scale differs between them.
+
+    Used in lesson 03.
     """
     rows = []
     for d_k in d_ks:
@@ -152,7 +169,10 @@ def saturation_table(d_ks: Sequence[int], rules: Sequence[str] = SCALE_RULES,
 
 # ---------------------------------------------------------------- 3. vanishing gradients
 def softmax_jacobian(p: torch.Tensor) -> torch.Tensor:
-    """∂softmax/∂scores = diag(p) − p pᵀ for rows of weights: ``(..., n)`` -> ``(..., n, n)``."""
+    """∂softmax/∂scores = diag(p) − p pᵀ for rows of weights: ``(..., n)`` -> ``(..., n, n)``.
+
+    Used in lesson 03.
+    """
     p = require_tensor("p", p, "(..., n)")
     return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
 
@@ -164,6 +184,8 @@ def gradient_norms(d_k: int, rule: str, n_rows: int = 1000, n_keys: int = 16,
     ``scores`` are what enters the softmax (already scaled). The median describes a
     typical row: the mean is dominated by the rare rows whose two top scores tie.
     Returns ``{"scores": float, "q": float}``.
+
+    Used in lesson 03.
     """
     q, k, upstream = random_rows(d_k, n_rows, n_keys, seed)
     q.requires_grad_(True)
@@ -184,6 +206,8 @@ def gradient_concentration(d_k: int, rule: str, top: float = 0.1, n_rows: int = 
     Same rows and loss as :func:`gradient_norms`. A share near ``top`` means every row
     contributes alike; near 1 means a few rows (those whose best keys nearly tie) send
     all the gradient, so an optimiser that rescales the step (Adam) learns from them alone.
+
+    Used in lesson 03.
     """
     if not (isinstance(top, float) and 0 < top < 1):
         raise ValueError(f"top should be a fraction between 0 and 1, got {top!r}")
@@ -198,7 +222,10 @@ def gradient_concentration(d_k: int, rule: str, top: float = 0.1, n_rows: int = 
 
 def gradient_table(d_ks: Sequence[int], rules: Sequence[str] = ("none", "sqrt"),
                    n_rows: int = 1000, n_keys: int = 16, seed: int = 0) -> list[dict]:
-    """``gradient_norms`` per (d_k, rule): dicts ``{"d_k", "rule", "scores", "q"}``."""
+    """``gradient_norms`` per (d_k, rule): dicts ``{"d_k", "rule", "scores", "q"}``.
+
+    Used in lesson 03.
+    """
     return [
         {"d_k": d_k, "rule": rule, **gradient_norms(d_k, rule, n_rows, n_keys, seed)}
         for d_k in d_ks for rule in rules
@@ -213,6 +240,8 @@ class KeyValueLookupTask:
     value embedding, then one query token carrying only a key that appears earlier.
     The target is that pair's value id. Embeddings are fixed N(0, 1) vectors, so token
     components have variance 1, as the derivation assumes.
+
+    Used in lesson 03.
     """
 
     def __init__(self, d_model: int = 32, n_keys: int = 16, n_values: int = 16,
@@ -249,6 +278,8 @@ class LookupModel(nn.Module):
     W_q and W_k start as N(0, 1/d_model), so q and k components have variance about 1
     (the assumption of the derivation); ``scaled`` switches the 1/sqrt(d_k) factor.
     ``forward(x)`` maps ``(batch, seq_len, d_model)`` to logits ``(batch, n_values)``.
+
+    Used in lesson 03.
     """
 
     def __init__(self, d_model: int, d_k: int, n_values: int, scaled: bool):
@@ -279,6 +310,8 @@ def train_lookup(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
 
     The same seed gives both settings the same task, initial weights and batches, so
     the only difference between two runs is the scaling.
+
+    Used in lesson 03.
     """
     d_k = require_positive_int("d_k", d_k)
     steps = require_positive_int("steps", steps)
@@ -294,7 +327,10 @@ def train_lookup(d_k: int, scaled: bool, steps: int = 200, seed: int = 0,
 
 
 def training_comparison(d_ks: Sequence[int], seeds: Sequence[int], steps: int = 200) -> dict:
-    """Loss curves for every (d_k, seed, scaled): ``{(d_k, seed, scaled): [loss per step]}``."""
+    """Loss curves for every (d_k, seed, scaled): ``{(d_k, seed, scaled): [loss per step]}``.
+
+    Used in lesson 03.
+    """
     runs = [(d_k, seed, scaled) for d_k in d_ks for seed in seeds for scaled in (True, False)]
     return {
         (d_k, seed, scaled): train_lookup(d_k, scaled, steps=steps, seed=seed)
@@ -308,6 +344,8 @@ def loss_ratios(curves: dict) -> dict[int, list[float]]:
     ``curves`` is what ``training_comparison`` returns. The mean over all steps is the
     area under the loss curve: a run that learns sooner has a smaller one, so a ratio
     above 1 means scaling helped.
+
+    Used in lesson 03.
     """
     require_instance("curves", curves, dict, "the dict training_comparison returns")
     ratios: dict[int, list[float]] = {}
@@ -325,7 +363,10 @@ _RULE_STYLE = {"none": ("#c0392b", "o"), "sqrt": ("#1f77b4", "s"), "linear": ("#
 
 
 def plot_variance(table: list[dict]):
-    """Log-log plot of a ``variance_table``: measured points against the theory lines."""
+    """Log-log plot of a ``variance_table``: measured points against the theory lines.
+
+    Used in lesson 03.
+    """
     require_instance("table", table, list, "the list variance_table returns")
     d_ks = [row["d_k"] for row in table]
     fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
@@ -345,7 +386,10 @@ def plot_variance(table: list[dict]):
 
 def plot_against_d_k(table: list[dict], columns: Sequence[str], rules: Sequence[str],
                      ylabels: Sequence[str], log_y: Sequence[bool] | None = None):
-    """One panel per column of a per-(d_k, rule) table, one line per rule; x is log d_k."""
+    """One panel per column of a per-(d_k, rule) table, one line per rule; x is log d_k.
+
+    Used in lesson 03.
+    """
     require_instance("table", table, list, "a list of rows (saturation_table, gradient_table)")
     log_y = [False] * len(columns) if log_y is None else log_y
     fig, axes = plt.subplots(1, len(columns), figsize=(5 * len(columns), 3.6),
@@ -366,7 +410,10 @@ def plot_against_d_k(table: list[dict], columns: Sequence[str], rules: Sequence[
 
 
 def plot_loss_curves(curves: dict, d_ks: Sequence[int], seed: int = 0, window: int = 10):
-    """Loss per step (moving average over ``window`` steps), scaled vs not, one panel per d_k."""
+    """Loss per step (moving average over ``window`` steps), scaled vs not, one panel per d_k.
+
+    Used in lesson 03.
+    """
     require_instance("curves", curves, dict, "the dict training_comparison returns")
     fig, axes = plt.subplots(1, len(d_ks), figsize=(5 * len(d_ks), 3.4), sharey=True,
                              layout="constrained", squeeze=False)

@@ -26,7 +26,10 @@ NO_TARGET = -100
 
 @dataclass(frozen=True)
 class TwoRelationBatch:
-    """Sequences of the two-relation task; every field is an integer tensor ``(batch, seq_len)``."""
+    """Sequences of the two-relation task; every field is an integer tensor ``(batch, seq_len)``.
+
+    Used in lesson 04.
+    """
 
     letters: torch.Tensor
     digits: torch.Tensor
@@ -46,7 +49,10 @@ class TwoRelationBatch:
 def make_two_relation_batch(
     batch_size: int, seq_len: int = 8, num_digits: int = 10, generator=None
 ) -> TwoRelationBatch:
-    """Random sequences of the two-relation task; ``seq_len // 2`` letters appear twice each."""
+    """Random sequences of the two-relation task; ``seq_len // 2`` letters appear twice each.
+
+    Used in lesson 04.
+    """
     if not isinstance(seq_len, int) or seq_len < 4 or seq_len % 2 or seq_len > 52:
         raise ValueError(f"seq_len should be an even int from 4 to 52, got {seq_len!r}")
     require_positive_int("batch_size", batch_size)
@@ -72,6 +78,8 @@ class TwoRelationModel(nn.Module):
     ``forward(letters, digits)`` takes ``(batch, seq_len)`` integer tensors and returns the
     logits for the previous digit and for the partner digit, each
     ``(batch, seq_len, num_digits)``, and the attention weights ``(batch, heads, n_q, n_k)``.
+
+    Used in lesson 04.
     """
 
     def __init__(self, d_model: int, num_heads: int, seq_len: int = 8, num_digits: int = 10):
@@ -112,6 +120,8 @@ def two_relation_accuracy(model: TwoRelationModel, batch: TwoRelationBatch) -> d
     """Fraction of positions with the previous digit, the partner digit, and both right.
 
     Position 0 has no previous token, so it is left out of all three.
+
+    Used in lesson 04.
     """
     _require_model_and_batch(model, batch)
     with torch.no_grad():
@@ -148,6 +158,8 @@ def head_roles(model: TwoRelationModel, batch: TwoRelationBatch) -> torch.Tensor
     Returns ``(heads, 2)``: column 0 is the mean weight on the previous token (positions
     1 onwards), column 1 the mean weight on the partner. A head that does one job well
     scores near 1 in that column; the rest of its weight is spread elsewhere.
+
+    Used in lesson 04.
     """
     on_previous, on_partner = _weights_on_relations(model, batch)  # (batch, heads, seq_len)
     return torch.stack([on_previous[..., 1:].mean(dim=(0, 2)), on_partner.mean(dim=(0, 2))],
@@ -161,6 +173,8 @@ def head_specialisation(model: TwoRelationModel, batch: TwoRelationBatch):
     partner when the query has that letter; and ``previous_by_position`` ``(heads, seq_len)``:
     mean weight on the previous token when the query sits at that position (0 at
     position 0). A head that serves one letter (or position) scores near 1 in its column.
+
+    Used in lesson 04.
     """
     on_previous, on_partner = _weights_on_relations(model, batch)  # (batch, heads, seq_len)
     num_letters = batch.letters.shape[-1] // 2
@@ -174,6 +188,8 @@ def previous_accuracy_by_position(model: TwoRelationModel, batch: TwoRelationBat
     """Fraction of sequences whose previous digit is right, per position ``(seq_len,)``.
 
     Position 0 has no previous token: its entry is NaN.
+
+    Used in lesson 04.
     """
     _require_model_and_batch(model, batch)
     with torch.no_grad():
@@ -184,7 +200,10 @@ def previous_accuracy_by_position(model: TwoRelationModel, batch: TwoRelationBat
 
 
 def two_relation_test_set(seq_len: int = 8, seed: int = 0) -> TwoRelationBatch:
-    """The 1000 test sequences a model trained with ``seed`` is scored on (never trained on)."""
+    """The 1000 test sequences a model trained with ``seed`` is scored on (never trained on).
+
+    Used in lesson 04.
+    """
     return make_two_relation_batch(1000, seq_len,
                                    generator=torch.Generator().manual_seed(10_000 + seed))
 
@@ -202,6 +221,8 @@ def train_two_relation_model(
 
     The test set (1000 fresh sequences) depends only on ``seed``, not on ``num_heads``,
     so models with different head counts are scored on the same sequences.
+
+    Used in lesson 04.
     """
     torch.manual_seed(seed)
     data = torch.Generator().manual_seed(seed)
@@ -226,6 +247,8 @@ def heads_sweep(
     Returns ``{(num_heads, seed): (model, accuracy)}`` with the accuracy dict of
     :func:`two_relation_accuracy`; for one seed every head count sees the same data and
     the same test set.
+
+    Used in lesson 04.
     """
     runs = [(num_heads, seed) for seed in seeds for num_heads in head_counts]
     return {

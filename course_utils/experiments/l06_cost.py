@@ -66,6 +66,8 @@ def attention_flops(seq_len: int, d_model: int, num_heads: int, *,
     The four matrix products are counted exactly as FlopCounterMode counts them; the softmax
     entry is an estimate, ``SOFTMAX_FLOPS_PER_SCORE`` per score. Every entry is a total for
     the whole batch of ``seq_len``-token sequences, not a cost per token.
+
+    Used in lesson 06.
     """
     d_k = _require_layer(seq_len, d_model, num_heads, batch_size)
     n, d, b, h = seq_len, d_model, batch_size, num_heads
@@ -83,6 +85,8 @@ def attention_bytes(seq_len: int, d_model: int, num_heads: int, *, batch_size: i
     """Bytes of the tensor each part materialises (keys: PARTS), in ``dtype``.
 
     ``scores`` and ``softmax`` are ``(batch, num_heads, seq_len, seq_len)`` each: the n² terms.
+
+    Used in lesson 06.
     """
     _require_layer(seq_len, d_model, num_heads, batch_size)
     size = _bytes_per_number(dtype)
@@ -103,6 +107,8 @@ def training_weights_bytes(seq_len: int, num_heads: int, *, batch_size: int = 1,
     Every layer's softmax output ``(batch, num_heads, seq_len, seq_len)`` is saved until
     backward runs, so the layers multiply it:
     ``batch_size · num_layers · num_heads · seq_len² · bytes``.
+
+    Used in lessons 06 and 08.
     """
     for name, value in (("seq_len", seq_len), ("num_heads", num_heads),
                         ("batch_size", batch_size), ("num_layers", num_layers)):
@@ -121,6 +127,8 @@ def kv_cache_bytes(seq_len: int, d_model: int, num_heads: int, *, batch_size: in
     linearly in ``seq_len``. ``num_kv_heads`` defaults to ``num_heads`` (every query head
     has its own keys and values); grouped-query attention shares one key/value head among
     ``num_heads / num_kv_heads`` query heads, multi-query attention has ``num_kv_heads=1``.
+
+    Used in lessons 06, 12 and 14.
     """
     d_k = _require_layer(seq_len, d_model, num_heads, batch_size)
     require_positive_int("num_layers", num_layers)
@@ -134,6 +142,8 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
 
     Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
     like the weights by softmax and by ``weights @ v``, is listed once).
+
+    Used in lessons 06 and 08.
     """
     require_callable("fn", fn)
     saved = {}
@@ -150,7 +160,10 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
 
 
 def counted_flops(fn: Callable, *args, **kwargs) -> dict[str, int]:
-    """Run ``fn(*args, **kwargs)`` under FlopCounterMode; FLOPs per aten op, e.g. ``aten.bmm``."""
+    """Run ``fn(*args, **kwargs)`` under FlopCounterMode; FLOPs per aten op, e.g. ``aten.bmm``.
+
+    Used in lesson 06.
+    """
     require_callable("fn", fn)
     with FlopCounterMode(display=False) as counter:
         fn(*args, **kwargs)
@@ -158,7 +171,10 @@ def counted_flops(fn: Callable, *args, **kwargs) -> dict[str, int]:
 
 
 def fitted_exponent(sizes, values) -> float:
-    """The slope p of the least-squares line through (log size, log value): value ~ size**p."""
+    """The slope p of the least-squares line through (log size, log value): value ~ size**p.
+
+    Used in lesson 06.
+    """
     sizes, values = list(sizes), list(values)
     if any(not x > 0 for x in sizes + values):
         raise ValueError(f"sizes and values should all be positive, got {sizes} and {values}")
@@ -185,6 +201,8 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
     called in batches of at least ``min_seconds``, so the clock's resolution does not
     matter. The batches run round-robin, one of each function per repeat, so what remains
     of the machine's noise hits all of them alike and their ratios stay meaningful.
+
+    Used in lessons 01, 06 and 12.
     """
     require_positive_int("repeats", repeats)
     if not isinstance(calls, dict) or not calls:
@@ -232,6 +250,8 @@ def peak_memory(fn: Callable, *args, **kwargs) -> int:
     from zero when ``fn`` starts, so tensors that already existed (the inputs) are not
     included and the result that ``fn`` returns is. (tracemalloc cannot do this: it does
     not see torch's allocations.)
+
+    Used in lesson 06.
     """
     require_callable("fn", fn)
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

@@ -23,7 +23,10 @@ from course_utils.language import N_, Message
 
 
 def correct_attention(q, k, v, mask=None):
-    """Correct: softmax(q kᵀ / sqrt(d_k)) v, the mask filling blocked scores with -inf."""
+    """Correct: softmax(q kᵀ / sqrt(d_k)) v, the mask filling blocked scores with -inf.
+
+    Used in lesson 08.
+    """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # before the softmax
@@ -36,6 +39,8 @@ def torch_attention(q, k, v, mask=None):
 
     torch returns only ``weights @ v``; with v = the identity matrix ``(n_k, n_k)`` the same
     call returns ``weights @ I = weights``.
+
+    Used in lesson 08.
     """
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     n_k = k.shape[-2]
@@ -45,7 +50,10 @@ def torch_attention(q, k, v, mask=None):
 
 
 def softmax_over_wrong_dim(q, k, v, mask=None):
-    """Bug: the softmax runs over dim=-2 (the queries), so columns, not rows, sum to 1."""
+    """Bug: the softmax runs over dim=-2 (the queries), so columns, not rows, sum to 1.
+
+    Used in lesson 08.
+    """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -58,6 +66,8 @@ def mask_after_softmax(q, k, v, mask=None):
 
     The rows no longer sum to 1, and the blocked keys were already in the softmax's
     denominator, so the future still leaks into the output through it.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     weights = torch.softmax(scores, dim=-1)
@@ -67,7 +77,10 @@ def mask_after_softmax(q, k, v, mask=None):
 
 
 def missing_scale(q, k, v, mask=None):
-    """Bug: no division by sqrt(d_k): score variance grows like d_k, softmax saturates."""
+    """Bug: no division by sqrt(d_k): score variance grows like d_k, softmax saturates.
+
+    Used in lesson 08.
+    """
     scores = q @ k.transpose(-2, -1)  # BUG: missing / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -80,6 +93,8 @@ class SharedWeightSelfAttention(nn.Module):
 
     ``forward(x, mask=None)``: x ``(batch, seq_len, d_model)`` ->
     output ``(batch, seq_len, d_k)``, weights ``(batch, seq_len, seq_len)``.
+
+    Used in lesson 08.
     """
 
     def __init__(self, d_model: int, d_k: int):
@@ -99,6 +114,8 @@ def mask_on_wrong_axis(q, k, v, mask=None):
     ``(batch, n_k, 1)``, exactly what ``pad[:, :, None]`` instead of ``pad[:, None, :]`` does.
     In self-attention n_q == n_k, so it still broadcasts and nothing crashes: padded queries
     are blocked while every real query keeps reading the padding.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -113,6 +130,8 @@ def k_transposed_on_wrong_dims(q, k, v, mask=None):
 
     For (batch, seq_len, d_k) that happens to be right; for (batch, heads, seq_len, d_k)
     it swaps heads and seq_len. ``k.transpose(-2, -1)`` is right for any number of axes.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])  # BUG: should be (-2, -1)
     if mask is not None:
@@ -127,6 +146,8 @@ def inverted_padding_mask(q, k, v, mask=None):
     ``masked_fill(mask, ...)`` fills where the mask is True, i.e. at the keys that *may* be
     attended; torch's ``nn.MultiheadAttention`` masks use True = blocked, F.sdpa and this
     course use True = may attend.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -139,6 +160,8 @@ def float16_fill_overflow(q, k, v, mask=None):
     """Bug: blocked scores are filled with -1e9, which float16 cannot hold (max 65504).
 
     Fine in float32, but in float16 (mixed precision) ``masked_fill`` refuses the value.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -152,6 +175,8 @@ def hand_written_softmax(q, k, v, mask=None):
 
     torch.softmax subtracts each row's maximum first, which changes nothing mathematically
     and keeps exp() in range.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -167,6 +192,8 @@ def dropout_at_eval(q, k, v, mask=None):
     ``F.dropout``'s ``training`` argument defaults to True, so every call zeroes a random
     tenth of the weights and scales the rest by 1/0.9, also after ``model.eval()``: the same
     input gives another output each time. ``nn.Dropout`` follows ``model.eval()``.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -180,6 +207,8 @@ def scale_in_place(q, k, v, mask=None):
 
     The result is right, but the caller's tensor is now divided by sqrt(d_k): a second call
     on the same q divides again, and whatever else uses q sees the change.
+
+    Used in lesson 08.
     """
     scores = q.div_(math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # BUG: q / math.sqrt(...)
     if mask is not None:
@@ -193,6 +222,8 @@ def finite_fill(q, k, v, mask=None):
 
     With ordinary scores exp(-1e4) is 0 and nothing shows; when every real score of a row is
     below -1e4 (large, negative scores), the blocked keys get the most weight.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -206,6 +237,8 @@ def statistic_across_positions(q, k, v, mask=None):
 
     The mean mixes every token's query, the future's and the padding's included, into every
     score, before any mask can act: the weights look right and the future still leaks in.
+
+    Used in lesson 08.
     """
     q = q - q.mean(dim=-2, keepdim=True)  # BUG: a statistic over the sequence axis
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -219,6 +252,8 @@ def multiplicative_mask(q, k, v, mask=None):
     """Bug: the mask is multiplied into the scores, so a blocked score becomes 0, not -inf.
 
     A score of 0 is an ordinary score: the blocked keys keep a weight of about exp(0) / Z.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -236,6 +271,8 @@ def additive_mask_nan_to_num(q, k, v, mask=None):
     that gradient straight back to q and k (``masked_fill`` would have zeroed it): one
     optimiser step makes W_Q and W_K NaN. diagnose() probes the forward pass and passes it;
     ``torch.autograd.detect_anomaly()`` finds it. Not in ``BUGS`` for that reason.
+
+    Used in lesson 08.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -253,6 +290,8 @@ class Bug:
 
     ``implementation`` is a function, or for a module bug its class (build it with
     :meth:`build`).
+
+    Used in lesson 08.
     """
 
     name: Message

@@ -18,6 +18,8 @@ def attention_maps(model: MiniLM, tokenizer: Tokenizer, text: str):
     Returns ``(tokens, weights)``: ``tokens`` a list of n strings (``[CLS]`` ... ``[SEP]``),
     ``weights`` a tensor ``(num_layers, num_heads, n, n)`` = (6, 12, n, n) whose
     ``[layer, head, i, j]`` is how much token i attends to token j; each row sums to 1.
+
+    Used in lesson 10.
     """
     require_instance("model", model, MiniLM, "the MiniLM of load_minilm()")
     require_instance("tokenizer", tokenizer, Tokenizer, "the Tokenizer of load_minilm()")

@@ -40,7 +40,10 @@ def repeated_tokens(batch_size: int, period: int, repeats: int, vocab_size: int,
                     generator: torch.Generator) -> torch.Tensor:
     """``batch_size`` rows of ``period`` random token ids, each row's block repeated
     ``repeats`` times: tokens ``(batch, period * repeats)``, ``tokens[:, t] == tokens[:, t -
-    period]`` for every ``t >= period``. Ids are drawn uniformly from ``0..vocab_size-1``."""
+    period]`` for every ``t >= period``. Ids are drawn uniformly from ``0..vocab_size-1``.
+
+    Used in lesson 13.
+    """
     require_positive_int("batch_size", batch_size)
     require_positive_int("period", period)
     require_int_in_range("repeats", repeats, 2)
@@ -88,6 +91,8 @@ def induction_scores(weights, period: int) -> torch.Tensor:
     of the weight from ``t`` to ``t - period + 1``, the token after the previous occurrence
     of ``t``'s token. weights ``(batch, num_layers, num_heads, n_q, n_k)`` -> scores
     ``(num_layers, num_heads)``, each in 0..1 (1: the head attends only there).
+
+    Used in lesson 13.
     """
     weights = _require_weights(weights)
     require_positive_int("period", period)
@@ -100,7 +105,10 @@ def induction_scores(weights, period: int) -> torch.Tensor:
 def previous_token_scores(weights) -> torch.Tensor:
     """Each head's previous-token score: the mean, over the batch and every query position
     ``t >= 1``, of the weight from ``t`` to ``t - 1``. weights ``(batch, num_layers,
-    num_heads, n_q, n_k)`` -> scores ``(num_layers, num_heads)``, each in 0..1."""
+    num_heads, n_q, n_k)`` -> scores ``(num_layers, num_heads)``, each in 0..1.
+
+    Used in lesson 13.
+    """
     weights = _require_weights(weights)
     return _score_at_offset(weights, back=1, first_query=1)
 
@@ -112,6 +120,8 @@ def repeat_losses(model, tokens, period: int) -> torch.Tensor:
     ``(repeats,)``: entry ``r`` is the loss of predicting the tokens at positions ``r *
     period .. (r + 1) * period - 1`` (the first repeat has no prediction for position 0).
     Run without gradients, in the model's current mode.
+
+    Used in lesson 13.
     """
     attention_layers(model)
     vocab_size = getattr(model, "vocab_size", None)

@@ -54,6 +54,8 @@ class GPT(nn.Module):
     appends its keys and values. ``return_weights=True`` returns ``(logits, weights)`` with
     every block's attention, ``(batch, num_layers, num_heads, n_new, n_k)`` (``n_k =
     cache.seq_len + n_new``, before the call).
+
+    Used in lessons 12 and 13.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,
@@ -121,6 +123,8 @@ def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
     with ``generator`` (:func:`course_utils.data.corpus.sample_windows`); the model reads
     ``window[:, :-1]`` and every position is scored (cross-entropy) on the next token,
     ``window[:, 1:]``. The same generator state and initial weights give the same model.
+
+    Used in lessons 12 and 13.
     """
     require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")

@@ -46,6 +46,8 @@ class LlamaBlock(nn.Module):
     ``forward(x, mask=None, cache=None, layer=0)``: x ``(batch, n_new, d_model)`` -> ``(x,
     weights)``, the same shape and the attention weights ``(batch, num_heads, n_new, n_k)``;
     ``mask``, ``cache`` and ``layer`` go to the attention (see its docstring).
+
+    Used in lesson 14.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, num_kv_heads: int | None = None,
@@ -83,6 +85,8 @@ class Llama(nn.Module):
     ``return_weights=True`` returns ``(logits, weights)`` with every block's attention,
     ``(batch, num_layers, num_heads, n_new, n_k)`` (``n_k = cache.seq_len + n_new``, before
     the call).
+
+    Used in lesson 14.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,

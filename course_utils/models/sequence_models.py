@@ -26,6 +26,8 @@ class RecurrentReader(nn.Module):
     ``cell`` is ``"rnn"`` or ``"lstm"``. Shapes: tokens ``(batch, seq_len)`` ->
     embeddings ``(batch, seq_len, d_embed)`` -> hidden states
     ``(batch, seq_len, d_hidden)`` -> logits ``(batch, num_classes)`` from the last one.
+
+    Used in lesson 01.
     """
 
     def __init__(self, cell: str, vocab_size: int, num_classes: int, d_embed: int,
@@ -51,6 +53,8 @@ class AttentionReader(nn.Module):
     is the point here (lesson 11 adds order back). Shapes: tokens ``(batch, seq_len)``
     -> x ``(batch, seq_len, d_model)`` -> output ``(batch, seq_len, d_model)`` and
     weights ``(batch, seq_len, seq_len)`` -> logits ``(batch, num_classes)``.
+
+    Used in lesson 01.
     """
 
     def __init__(self, vocab_size: int, num_classes: int, d_model: int):
@@ -71,6 +75,9 @@ class AttentionReader(nn.Module):
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
+    """Number of trainable parameters.
+
+    Used in lessons 01, 04, 07 and 10.
+    """
     require_instance("model", model, nn.Module, "a torch.nn.Module")
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

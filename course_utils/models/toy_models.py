@@ -43,6 +43,8 @@ class TinyTransformer(nn.Module):
     ``forward(tokens)`` returns ``(logits, weights)`` with weights
     ``(batch, num_layers, num_heads, seq_len, seq_len)``, every block's attention;
     :meth:`hidden_states` returns what the last block hands to the readout.
+
+    Used in lesson 07.
     """
 
     def __init__(self, vocab_size: int, seq_len: int, d_model: int, num_heads: int = 1,
@@ -98,6 +100,8 @@ class TinyEncoderDecoder(nn.Module):
     tokens (padding is neither attended to by the encoder nor read by the decoder). Returns
     ``(logits, cross_weights)``: ``(batch, n_tgt, vocab_size)`` and ``(batch, num_layers,
     num_heads, n_tgt, n_src)``, every decoder block's cross-attention. Pre-LN by default.
+
+    Used in lesson 07.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int = 1,
@@ -163,6 +167,8 @@ def image_patches(images, patch_size: int) -> torch.Tensor:
     """Cut images ``(batch, channels, height, width)`` into non-overlapping square patches,
     one token each: ``(batch, num_patches, channels * patch_size**2)``, patches in reading
     order (left to right, then top to bottom), each flattened channel by channel, row by row.
+
+    Used in lesson 07.
     """
     images = _require_images(images)
     require_positive_int("patch_size", patch_size)
@@ -187,6 +193,8 @@ class TinyViT(nn.Module):
     vectors are averaged and read out as ``num_classes`` logits. ``forward(images)`` returns
     ``(logits, weights)``: ``(batch, num_classes)`` and ``(batch, num_layers, num_heads,
     num_patches, num_patches)``.
+
+    Used in lesson 07.
     """
 
     def __init__(self, image_size: int, patch_size: int, num_classes: int, d_model: int,

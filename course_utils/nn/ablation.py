@@ -21,7 +21,10 @@ ABLATIONS = ("zero", "mean")
 
 
 def attention_layers(model) -> list[MultiHeadAttention]:
-    """The self-attention of every block of ``model``, in layer order."""
+    """The self-attention of every block of ``model``, in layer order.
+
+    Used in lessons 10 and 13.
+    """
     require_instance("model", model, nn.Module, "a model with blocks (GPT, Llama, MiniLM)")
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList) or not all(
@@ -61,6 +64,8 @@ def ablated(model, heads, ablation: str = "zero") -> AbstractContextManager[nn.M
     does the replacing, and leaving the block (even by an exception) removes it. The
     attention weights the model returns are still every head's own. The arguments are
     checked at the call, before anything is hooked.
+
+    Used in lessons 10 and 13.
     """
     layers = attention_layers(model)
     chosen = _require_heads(heads, layers)

@@ -48,6 +48,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
 
     A query row whose keys are all masked gets all-zero weights and a zero output,
     never NaN (a plain softmax over a row of -inf gives 0/0 = NaN).
+
+    Used in lessons 02, 04, 05, 06 and 08.
     """
     q = require_tensor("q", q, "(..., n_q, d_k)")
     k = require_tensor("k", k, "(..., n_k, d_k)")
@@ -102,6 +104,8 @@ class SelfAttention(nn.Module):
     ``forward(x, mask=None)`` takes x ``(batch, seq_len, d_model)`` and returns
     ``(output, weights)`` of shapes ``(batch, seq_len, d_v)`` and
     ``(batch, seq_len, seq_len)``.
+
+    Used in lessons 01, 02, 05 and 08.
     """
 
     def __init__(self, d_model: int, d_k: int, d_v: int):
@@ -132,6 +136,8 @@ def split_heads(x, num_heads: int):
     ``(batch, seq_len, d_model)`` -> ``(batch, heads, seq_len, d_k)``.
 
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
+
+    Used in lessons 06, 10 and 12.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
     if x.dim() != 3:
@@ -146,7 +152,10 @@ def split_heads(x, num_heads: int):
 
 
 def merge_heads(x):
-    """Concatenate the heads: ``(batch, heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``."""
+    """Concatenate the heads: ``(batch, heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``.
+
+    Used in lessons 06 and 12.
+    """
     x = require_tensor("x", x, "(batch, heads, seq_len, d_k)")
     if x.dim() != 4:
         raise ValueError(
@@ -184,6 +193,8 @@ class MultiHeadAttention(nn.Module):
       position ``past + i``, its key and value (rotated first, with RoPE) are appended, and
       the queries attend to all ``n_k = past + n_q`` cached keys, so ``mask`` is ``(n_q,
       past + n_q)``, e.g. ``causal_mask(n_q, past + n_q)``. Self-attention only.
+
+    Used in lessons 04, 06, 07 and 13.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True,
@@ -312,6 +323,8 @@ def row_entropy(weights: torch.Tensor) -> torch.Tensor:
 
     0 for a one-hot row, ``log(n_k)`` for a uniform one; zero weights count as
     ``0 · log 0 = 0`` (a masked key contributes nothing, and no NaN appears).
+
+    Used in lesson 03.
     """
     weights = require_tensor("weights", weights, "(..., n_q, n_k)")
     terms = weights * torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny))

@@ -92,6 +92,8 @@ class FeedForward(nn.Module):
 
     x ``(batch, seq_len, d_model)`` -> ``(batch, seq_len, d_ff)`` -> ``(batch, seq_len, d_model)``.
     Tokens do not interact here: that is attention's job.
+
+    Used in lesson 07.
     """
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
@@ -125,6 +127,8 @@ class EncoderBlock(nn.Module):
     every token, as in BERT; ``causal_mask``: each reads only the past, as in GPT) and returns
     ``(output, weights)``: output ``(batch, seq_len, d_model)``, weights
     ``(batch, num_heads, seq_len, seq_len)``.
+
+    Used in lessons 07 and 10.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False,
@@ -189,6 +193,8 @@ class DecoderBlock(nn.Module):
     (padding gets no weight). It returns ``(output, self_weights, cross_weights)``:
     ``(batch, n_tgt, d_model)``, ``(batch, num_heads, n_tgt, n_tgt)`` and
     ``(batch, num_heads, n_tgt, n_src)``.
+
+    Used in lesson 07.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False,

@@ -40,6 +40,8 @@ def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
     ``temperature=0``: the most likely token (greedy). Otherwise sample from
     ``softmax(logits / temperature)``, restricted to the ``top_k`` most likely tokens when
     given, drawing with ``generator`` (required: no global random state).
+
+    Used in lesson 12.
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() \
             or logits.dim() != 2:
@@ -81,6 +83,8 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
     ``seq_len + max_new_tokens - 1`` positions it is fed (``model.max_len``);
     ``use_cache=False`` re-reads the context every step, cropped to the last ``max_len``
     tokens, so it can go on for ever.
+
+    Used in lessons 12 and 14.
     """
     require_instance("model", model, nn.Module, "a torch.nn.Module")
     tokens = require_int_tensor("tokens", tokens, "(batch, seq_len)", "token ids")

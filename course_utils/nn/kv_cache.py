@@ -33,6 +33,8 @@ class KVCache:
     Starts empty and grows as the attention layers :meth:`append` to it; ``KVCache()`` knows
     nothing of the model, so the same class serves every model that follows the protocol
     above. ``keys[layer]`` and ``values[layer]`` are the tensors of one layer.
+
+    Used in lessons 12 and 14.
     """
 
     def __init__(self):

@@ -33,6 +33,8 @@ class RMSNorm(nn.Module):
     x ``(..., d_model)`` -> the same shape and dtype; ``weight`` ``(d_model,)`` starts at ones.
     The mean square is taken in float32 at least (float64 stays float64), as transformers'
     Llama takes it in float32, so that a half-precision ``x`` does not overflow when squared.
+
+    Used in lesson 14.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6):
@@ -61,6 +63,8 @@ class SwiGLUFeedForward(nn.Module):
     x ``(batch, seq_len, d_model)`` -> gate and up ``(batch, seq_len, d_ff)`` -> output
     ``(batch, seq_len, d_model)``. ``gate`` and ``up`` are ``nn.Linear(d_model, d_ff)``,
     ``down`` is ``nn.Linear(d_ff, d_model)``, with biases only if ``bias=True`` (Llama has none).
+
+    Used in lesson 14.
     """
 
     def __init__(self, d_model: int, d_ff: int, bias: bool = False):

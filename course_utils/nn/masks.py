@@ -37,6 +37,8 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tenso
     sees keys ``0 .. n_k - n_q + i`` (the mask is aligned to the bottom-right corner).
     ``F.scaled_dot_product_attention(is_causal=True)`` aligns to the top-left instead,
     which is only the same when ``n_q == n_k``.
+
+    Used in lessons 04, 05, 06, 07, 08, 11, 12, 13 and 14.
     """
     n_q, n_k = require_cache_sizes("causal_mask", n_q, n_k)
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=n_k - n_q)
@@ -80,6 +82,8 @@ def padding_mask(lengths, max_len: int | None = None, *, device=None) -> torch.T
     broadcast over the queries of scores ``(batch, n_q, n_k)``; for scores with a heads
     axis ``(batch, num_heads, n_q, n_k)`` add one more: ``padding_mask(lengths)[:, None]``
     is ``(batch, 1, 1, max_len)``. Built on ``device``, else on the device of ``lengths``.
+
+    Used in lessons 04, 05, 07 and 08.
     """
     lengths, longest = _lengths_tensor(lengths, device)
     if max_len is None:
@@ -112,6 +116,8 @@ def expand_padding_mask(mask: torch.Tensor, with_heads: bool = True) -> torch.Te
 
     Returns ``(batch, 1, 1, n_k)`` for scores ``(batch, num_heads, n_q, n_k)``, or
     ``(batch, 1, n_k)`` for scores ``(batch, n_q, n_k)`` when ``with_heads=False``.
+
+    Used in lessons 04, 05 and 08.
     """
     keys = _require_key_padding(mask)  # (batch, n_k)
     require_bool("with_heads", with_heads)
@@ -123,6 +129,8 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
 
     E.g. ``causal_mask(n)`` ``(n_q, n_k)`` with ``padding_mask(lengths)[:, None]``
     ``(batch, 1, 1, n_k)`` gives ``(batch, 1, n_q, n_k)``.
+
+    Used in lesson 05.
     """
     if not masks:
         raise ValueError("combine_masks needs at least one bool mask, got none")
@@ -151,6 +159,8 @@ def to_mha_convention(mask: torch.Tensor, *, key_padding: bool = False) -> torch
     ``key_padding_mask``, which torch wants as ``(batch, n_k)``, pass
     ``key_padding=True``: a ``padding_mask`` ``(batch, 1, n_k)`` comes back flipped as
     ``(batch, n_k)``. Without ``key_padding`` the flip is its own inverse.
+
+    Used in lessons 04, 05 and 07.
     """
     if require_bool("key_padding", key_padding):
         return ~_require_key_padding(mask)
@@ -184,6 +194,8 @@ def additive_mask(
     ``mask``. This is what ``F.scaled_dot_product_attention`` does with a float
     ``attn_mask``. A finite ``fill`` that overflows to -inf in ``dtype`` (e.g. -1e9 in
     float16) is refused.
+
+    Used in lesson 05.
     """
     mask = require_bool_mask(mask, getattr(mask, "shape", ()), "(..., n_q, n_k)")
     fill = _require_fill(fill, require_float_dtype("dtype", dtype))
@@ -197,6 +209,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, fill: float = float
     weights ``(..., n_q, n_k)``. Deliberately naive: a row with no allowed key comes out as
     NaN for ``fill=-inf`` and as a uniform 1/n_k row for a finite fill. Lesson 05 shows both;
     :func:`course_utils.nn.attention.scaled_dot_product_attention` handles such rows.
+
+    Used in lesson 05.
     """
     scores = require_tensor("scores", scores, "(..., n_q, n_k)")
     mask = require_bool_mask(mask, scores.shape, "(..., n_q, n_k)")

@@ -32,6 +32,8 @@ def online_softmax_update(running_max, running_sum, running_out, scores, values)
 
     Returns the updated ``(running_max, running_sum, running_out)``; after the last block,
     ``running_out / running_sum`` is softmax(scores) @ values over all the blocks.
+
+    Used in lesson 06.
     """
     running_max = require_tensor("running_max", running_max, "(..., n_q, 1)")
     running_sum = require_tensor("running_sum", running_sum, "(..., n_q, 1)")
@@ -81,6 +83,8 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None,
     skips about half the blocks, a window makes the work grow like ``n · window``, not n².
     A query with no key to attend to (or ``n_k == 0``) gets a zero output, as in
     ``F.scaled_dot_product_attention``.
+
+    Used in lesson 06.
     """
     q = require_tensor("q", q, "(..., n_q, d_k)")
     k = require_tensor("k", k, "(..., n_k, d_k)")

@@ -30,6 +30,8 @@ def rope_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.f
 
     Pair ``i`` turns by ``position * base^(-2i/d)`` radians: pair 0 once per token, the last
     pair slowest. A larger ``base`` slows every pair but the first.
+
+    Used in lessons 11 and 14.
     """
     if require_positive_int("d", d) % 2:
         raise ValueError(f"d should be even (RoPE turns pairs of dims), got {d}")
@@ -57,6 +59,8 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     the new tokens). Works for ``(batch, num_heads, seq_len, d_k)`` as for ``(seq_len, d)``.
     The angles are computed in float32 as transformers does (in float64 for float64 ``x``);
     the result has ``x``'s dtype.
+
+    Used in lesson 11.
     """
     x = require_tensor("x", x, "(..., seq_len, d)")
     positions = require_int_tensor("positions", positions, "(seq_len,)", "positions")
@@ -84,6 +88,8 @@ def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
 
     Row ``pos``, columns ``2i`` and ``2i+1`` hold ``sin(pos / 10000^(2i/d_model))`` and
     ``cos(pos / 10000^(2i/d_model))``: each pair of columns is a clock at its own speed.
+
+    Used in lessons 07 and 11.
     """
     require_positive_int("seq_len", seq_len)
     require_positive_int("d_model", d_model)
@@ -106,6 +112,8 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     ``2^(-8(h+1)/n)``, ``h = 0 .. n-1`` (for 8 heads: 1/2, 1/4, ..., 1/256). Otherwise the
     paper's rule: the slopes of the largest power of two ``p < n``, then every other slope of
     ``2p`` heads for the remaining ``n - p`` heads.
+
+    Used in lesson 11.
     """
     require_positive_int("num_heads", num_heads)
     power = 2 ** int(math.floor(math.log2(num_heads)))
@@ -124,6 +132,8 @@ def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> torch.Tensor
     query i sits at position ``n_k - n_q + i`` and key j at position j, so for a key at or
     before the query the bias is ``-slope_h * (n_k - n_q + i - j)``; a key after the query
     gets ``-slope_h`` times its distance too (a causal model masks it anyway).
+
+    Used in lesson 11.
     """
     slopes = alibi_slopes(num_heads)  # (num_heads,)
     n_q, n_k = require_cache_sizes("alibi_bias", n_q, n_k)

@@ -25,6 +25,8 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
     lesson keeps its own data and loss while sharing the optimiser code. Gradients are
     clipped to ``max_grad_norm`` when given (the usual guard for recurrent networks);
     ``lr_at_step(step)`` multiplies ``lr`` when given (e.g. a warm-up schedule).
+
+    Used in lessons 07, 08, 11 and 13.
     """
     require_instance("model", model, nn.Module, "a torch.nn.Module")
     require_callable("loss_at_step", loss_at_step)

@@ -83,6 +83,8 @@ def relay_vs_all_pairs(seq_len: int = 6):
 
     ``seq_len`` (int, 2..12) tokens are drawn. Red marks how the first token reaches the last
     position: through ``seq_len - 1`` hand-overs in the RNN, one link in attention.
+
+    Used in lesson 01.
     """
     require_int_in_range("seq_len", seq_len, 2, 12)
     fig, (relay, links) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
@@ -132,6 +134,8 @@ def single_head_flow(seq_len="seq_len", d_model="d_model", d_k="d_k", d_v="d_v")
     ``(seq_len, d_v)`` -> scores = QKᵀ/√d_k ``(n_q, n_k)`` -> softmax over the keys ->
     weights ``(n_q, n_k)`` -> output = weights V ``(n_q, d_v)``. Pass ints to label the
     shapes with an example's sizes, or names (the default) for the general rule.
+
+    Used in lesson 02.
     """
     n, d_model, d_k, d_v = (_size(name, value) for name, value in (
         ("seq_len", seq_len), ("d_model", d_model), ("d_k", d_k), ("d_v", d_v)))
@@ -183,6 +187,8 @@ def multi_head_flow(num_heads=4, seq_len="seq_len", d_model="d_model", d_k=None,
     seq_len, d_k)`` -> per head weights ``(batch, seq_len, seq_len)`` and output
     ``(batch, seq_len, d_k)`` -> concatenated ``(batch, seq_len, num_heads·d_k)`` ->
     output = concat W_O ``(batch, seq_len, d_model)``.
+
+    Used in lesson 04.
     """
     h, n, d_model_text = (_size(name, value) for name, value in (
         ("num_heads", num_heads), ("seq_len", seq_len), ("d_model", d_model)))

@@ -95,6 +95,8 @@ class AttentionExplorer:
     shown is ``example``). ``toggles`` picks which of ``"causal"``, ``"scale"`` and
     ``"temperature"`` are shown. Display it by making it the last expression of a cell.
     ``state`` is the opening state.
+
+    Used in lessons 02, 03, 05 and 09.
     """
 
     def __init__(self, example: AttentionExample | None = None,
@@ -165,6 +167,8 @@ class ModelExplorer:
     ``course_utils.experiments.l10_real_model.attention_maps(model, tokenizer, text)`` returns them.
     ``sentences`` optionally maps more labels to prepared ``(tokens, attentions)``
     pairs the reader can switch to without a kernel.
+
+    Used in lessons 09 and 10.
     """
 
     def __init__(self, tokens: Sequence[str], attentions: torch.Tensor, layer: int = 0,
@@ -217,7 +221,10 @@ def synthetic_attentions(num_layers: int, num_heads: int, n: int,
                          generator: torch.Generator | None = None) -> torch.Tensor:
     """Random but structured attention maps ``(num_layers, num_heads, n, n)`` for tests
     and demos: each head prefers one relative offset (previous token, same token, next,
-    ...), with some noise; the last head of each layer is causal. Not a model's output."""
+    ...), with some noise; the last head of each layer is causal. Not a model's output.
+
+    Used in lesson 09.
+    """
     for name, size in (("num_layers", num_layers), ("num_heads", num_heads), ("n", n)):
         require_positive_int(name, size)
     require_generator("generator", generator)

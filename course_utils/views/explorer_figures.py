@@ -26,7 +26,10 @@ from course_utils.views.explorer_model import (
 def explorer_figure(example: AttentionExample | None = None, query: int | str | None = None,
                     causal: bool = False, scaled: bool = True, temperature: float = 1.0):
     """The explorer's state as a picture: the query's row as bars, and all weights
-    ``(n_q, n_k)`` with that row outlined. Returns the matplotlib figure."""
+    ``(n_q, n_k)`` with that row outlined. Returns the matplotlib figure.
+
+    Used in lessons 02, 03, 05 and 09.
+    """
     example = pronoun_example() if example is None else example
     state = explorer_state(example, query, causal=causal, scaled=scaled, temperature=temperature)
     matrix = weight_matrix(example, causal=causal, scaled=scaled, temperature=temperature)
@@ -67,7 +70,10 @@ def explorer_figure(example: AttentionExample | None = None, query: int | str | 
 def model_view_figure(tokens: Sequence[str], attentions: torch.Tensor, layer: int = 0,
                       head: int = 0):
     """Every head of every layer as a small map (rows: layers, columns: heads), the
-    selected one outlined: the model view's opening state as a picture."""
+    selected one outlined: the model view's opening state as a picture.
+
+    Used in lessons 09 and 10.
+    """
     tokens, attentions = require_attentions(tokens, attentions)
     num_layers, num_heads = attentions.shape[:2]
     fig, axes = plt.subplots(num_layers, num_heads, squeeze=False, layout="constrained",

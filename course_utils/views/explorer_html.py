@@ -35,6 +35,8 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
     ``.attn-explorer-weight[data-key=j]``; ``.attn-explorer-max`` and
     ``.attn-explorer-entropy`` hold the summary numbers. The explorer's script draws
     the same structure. ``settings`` replaces the "causal mask (when on) · scale" note.
+
+    Used in lesson 09.
     """
     require_instance("state", state, ExplorerState, "an ExplorerState (explorer_state())")
     e = html.escape
@@ -78,7 +80,10 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
 
 
 def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int) -> str:
-    """All weights ``(n_q, n_k)`` as a table of shaded cells, the query's row outlined."""
+    """All weights ``(n_q, n_k)`` as a table of shaded cells, the query's row outlined.
+
+    Used in lesson 09.
+    """
     require_tensor("weights", weights, "(n_q, n_k)")
     e = html.escape
     cell = "width: 34px; height: 22px; text-align: center; font-size: 10px; padding: 0;"
@@ -159,7 +164,10 @@ INTERACTIVE_NOTE = N_("(interactive in JupyterLab, Colab and on the course websi
 
 
 def ui_text() -> dict:
-    """The page's words in the course language at the moment the explorer is shown."""
+    """The page's words in the course language at the moment the explorer is shown.
+
+    Used in lesson 09.
+    """
     return {key: [str(m) for m in message] if isinstance(message, list) else str(message)
             for key, message in UI_TEXT.items()}
 
@@ -172,7 +180,10 @@ def _rounded(tensor: torch.Tensor):
 
 @functools.cache
 def front_end(name: str) -> str:
-    """The text of the package data file ``static/<name>`` (the page's script or styles)."""
+    """The text of the package data file ``static/<name>`` (the page's script or styles).
+
+    Used in lesson 09.
+    """
     text = (importlib.resources.files("course_utils.views") / "static" / name).read_text(
         encoding="utf-8")
     if "</script" in text.lower() or "</style" in text.lower():  # it is inlined in HTML

@@ -35,6 +35,8 @@ class AttentionExample:
     of the properties of the words it attends to). ``feature_names`` name the
     dimensions when they have names. ``default_query`` is the token the explorer opens
     on; ``source`` says honestly where the vectors come from.
+
+    Used in lesson 09.
     """
 
     tokens: tuple[str, ...]
@@ -120,7 +122,10 @@ def in_course_language(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
                        example: str):
     """``table`` with its words in the current edition's (``language.example_words``): an
     edition gives every word a word of its own language in the same role, so every edition
-    computes the same weights."""
+    computes the same weights.
+
+    Used in lesson 09.
+    """
     words = example_words(example, tuple(row[0] for row in table))
     return tuple((word, is_, wants) for word, (_word, is_, wants) in
                  zip(words, table, strict=True))
@@ -144,6 +149,8 @@ def example_from_table(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
     """An example from rows ``(word, what it is, what it looks for)``, as in
     ``PRONOUN_SENTENCE``: each row's two dicts map feature names to strengths and become
     the word's key and query (d_k = len(features)). Values are the keys.
+
+    Used in lesson 09.
     """
     if not isinstance(table, Sequence) or not table:
         raise ValueError("table should be a non-empty list of (word, is, looks_for) rows")
@@ -173,6 +180,8 @@ def pronoun_example() -> AttentionExample:
     more dimensions and far less tidy. The values are the keys.
 
     With d_k = 8 and the 1/sqrt(8) scale, "it" puts about 0.59 of its weight on "kitten".
+
+    Used in lessons 02, 03, 05 and 09.
     """
     return example_from_table(
         in_course_language(PRONOUN_SENTENCE, "pronoun_sentence"), default_query=6,
@@ -183,7 +192,10 @@ def pronoun_example() -> AttentionExample:
 
 
 def round_example() -> AttentionExample:
-    """"the kitten chased the ball because it was round": same vectors, last word changed."""
+    """"the kitten chased the ball because it was round": same vectors, last word changed.
+
+    Used in lesson 09.
+    """
     return example_from_table(in_course_language(ROUND_SENTENCE, "round_sentence"),
                               default_query=6, source=_("set by hand, as pronoun_example"))
 
@@ -200,6 +212,8 @@ def weight_matrix(example: AttentionExample, causal: bool = False, scaled: bool 
     ``causal`` hides every key to the right of its query; ``scaled`` divides the scores
     by sqrt(d_k) (off means a scale of 1); ``temperature`` T divides them once more
     (T > 1 flattens the rows, T < 1 sharpens them).
+
+    Used in lesson 09.
     """
     require_instance("example", example, AttentionExample, "an AttentionExample")
     return _attend(example, causal, scaled, temperature)[1]
@@ -218,7 +232,10 @@ def _attend(example: AttentionExample, causal: bool, scaled: bool,
 
 @dataclass(frozen=True)
 class ExplorerState:
-    """What the explorer shows: one query's row of weights and its summary numbers."""
+    """What the explorer shows: one query's row of weights and its summary numbers.
+
+    Used in lesson 09.
+    """
 
     tokens: tuple[str, ...]
     query: int
@@ -249,7 +266,10 @@ class ExplorerState:
 def explorer_state(example: AttentionExample, query: int | str | None = None,
                    causal: bool = False, scaled: bool = True,
                    temperature: float = 1.0) -> ExplorerState:
-    """The explorer's display for ``query`` (default: ``example.default_query``)."""
+    """The explorer's display for ``query`` (default: ``example.default_query``).
+
+    Used in lessons 02, 03, 05 and 09.
+    """
     require_instance("example", example, AttentionExample, "an AttentionExample")
     index = example.default_query if query is None else example.index(query)
     matrix = weight_matrix(example, causal=causal, scaled=scaled, temperature=temperature)
@@ -265,6 +285,8 @@ class ComputationSteps:
     scores = q·kⱼ → scaled = scores × scale (1/√d_k, or 1 when off, then ÷ T) →
     masked (-inf right of the query with the causal mask) → weights = softmax →
     output = Σⱼ weightⱼ vⱼ.
+
+    Used in lesson 09.
     """
 
     query: int
@@ -279,7 +301,10 @@ class ComputationSteps:
 def computation_steps(example: AttentionExample, query: int | str | None = None,
                       causal: bool = False, scaled: bool = True,
                       temperature: float = 1.0) -> ComputationSteps:
-    """Every intermediate number of one query's row, step by step (see ComputationSteps)."""
+    """Every intermediate number of one query's row, step by step (see ComputationSteps).
+
+    Used in lesson 09.
+    """
     require_instance("example", example, AttentionExample, "an AttentionExample")
     index = example.default_query if query is None else example.index(query)
     scale = _scale(example, scaled, temperature)
@@ -301,6 +326,10 @@ def computation_steps(example: AttentionExample, query: int | str | None = None,
 
 
 def require_attentions(tokens, attentions) -> tuple[tuple[str, ...], torch.Tensor]:
+    """``tokens`` and a model's weights ``(num_layers, num_heads, n, n)``, checked.
+
+    Used in lesson 09.
+    """
     if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(
             isinstance(t, str) for t in tokens):
         raise TypeError(f"tokens should be a list of strings, got {type(tokens).__name__}")

@@ -10,7 +10,7 @@ output and not an ipywidget: see :mod:`course_utils.views.explorer`).
 
 - logic: :func:`readable_text` (which characters the model reads: those its vocabulary
   knows, the last ``max_len`` of them), :func:`half_precision_copy` (the model as the page
-  holds it, every weight _rounded to float16) and :func:`export_weights` (those weights
+  holds it, every weight rounded to float16) and :func:`export_weights` (those weights
   as base64 with their names and shapes);
 - view: :class:`LiveModelView`, the HTML output (``static/live.js``, ``static/live.css``
   and the explorer's styles, inlined), marked ``data-live-model``; in the page,
@@ -62,6 +62,8 @@ class ReadableText:
 
     ``unknown`` holds the characters the vocabulary lacks (skipped, in order), ``cropped``
     how many known characters came before the last ``max_len`` (not read).
+
+    Used in lesson 12.
     """
 
     ids: tuple[int, ...]
@@ -72,7 +74,10 @@ class ReadableText:
 def readable_text(tokenizer: CharTokenizer, text: str, max_len: int) -> ReadableText:
     """The characters of ``text`` the model reads, as the page chooses them: every character
     the vocabulary lacks is skipped (the page marks it), then the last ``max_len`` known
-    characters are kept (a model with ``max_len`` position vectors sees no more)."""
+    characters are kept (a model with ``max_len`` position vectors sees no more).
+
+    Used in lesson 12.
+    """
     require_instance("tokenizer", tokenizer, CharTokenizer,
                      "a course_utils.data.corpus.CharTokenizer")
     require_instance("text", text, str, "a str")
@@ -93,19 +98,25 @@ def _require_gpt(model) -> GPT:
 
 
 def half_precision_copy(model: GPT) -> GPT:
-    """A copy of ``model`` whose every weight is _rounded to float16 (computing in float32):
-    the model exactly as the page holds it."""
+    """A copy of ``model`` whose every weight is rounded to float16 (computing in float32):
+    the model exactly as the page holds it.
+
+    Used in lesson 12.
+    """
     model = _require_gpt(model)
-    _rounded = copy.deepcopy(model).float().eval()
+    rounded = copy.deepcopy(model).float().eval()
     with torch.no_grad():
-        for parameter in _rounded.parameters():
+        for parameter in rounded.parameters():
             parameter.copy_(parameter.half().float())
-    return _rounded
+    return rounded
 
 
 def export_weights(model: GPT) -> dict:
     """The model for the page: its sizes, and every weight as little-endian float16 in one
-    base64 string, in the order of ``tensors`` (name and shape of each, as ``state_dict``)."""
+    base64 string, in the order of ``tensors`` (name and shape of each, as ``state_dict``).
+
+    Used in lesson 12.
+    """
     model = _require_gpt(model)
     block = model.blocks[0]
     if not isinstance(block.ffn.activation, nn.GELU) or block.ffn.activation.approximate != "none":
@@ -170,7 +181,10 @@ _counter = itertools.count()
 
 
 def ui_text() -> dict:
-    """The page's words in the course language at the moment the view is shown."""
+    """The page's words in the course language at the moment the view is shown.
+
+    Used in lesson 12.
+    """
     return {key: str(message) for key, message in UI_TEXT.items()}
 
 
@@ -178,7 +192,10 @@ def ui_text() -> dict:
 class LiveState:
     """What the view shows for a text: the characters read, every head's weights
     ``(num_layers, num_heads, n, n)`` and the next-character probabilities ``(vocab_size,)``
-    (None when no character is read), with what was skipped (see ``ReadableText``)."""
+    (None when no character is read), with what was skipped (see ``ReadableText``).
+
+    Used in lesson 12.
+    """
 
     tokens: tuple[str, ...]
     attentions: torch.Tensor | None
@@ -188,7 +205,10 @@ class LiveState:
 
 
 def shown_character(char: str) -> str:
-    """``char`` as the page shows it: space, newline and tab as visible signs."""
+    """``char`` as the page shows it: space, newline and tab as visible signs.
+
+    Used in lesson 12.
+    """
     require_instance("char", char, str, "a str")
     return {" ": "␣", "\n": "↵", "\t": "⇥"}.get(char, char)
 
@@ -203,6 +223,8 @@ class LiveModelView:
     by ``seed`` in the page. Display it by making it the last expression of a cell;
     :meth:`state` gives the numbers of a text as the page computes them (from the float16
     weights) and :func:`live_view_figure` the opening state as a picture.
+
+    Used in lesson 12.
     """
 
     def __init__(self, model: GPT, tokenizer: CharTokenizer, text: str = "", layer: int = 0,
@@ -291,7 +313,10 @@ class LiveModelView:
 def live_view_figure(view: LiveModelView, text: str | None = None):
     """The view's state for ``text`` (default: its opening text) as a picture: the opened
     head's weights ``(n, n)`` (future keys blank) and the top next-character probabilities.
-    Returns the matplotlib figure."""
+    Returns the matplotlib figure.
+
+    Used in lesson 12.
+    """
     require_instance("view", view, LiveModelView, "a LiveModelView")
     state = view.state(text)
     if state.attentions is None:

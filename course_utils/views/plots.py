@@ -79,6 +79,8 @@ def show_heatmaps(
     (default: when a panel has at most 100 cells). The colour limits come from the finite
     values (``vmax`` defaults to their maximum); NaN and ±inf cells are drawn in
     ``NON_FINITE_COLOUR`` with a legend entry.
+
+    Used in lessons 01, 02, 04, 05, 07, 08 and 10.
     """
     grid = _as_grid(matrices)
     rows, cols, n_q, n_k = grid.shape

@@ -36,6 +36,8 @@ class ScalingState:
 
     ``scores`` ``(n_rows * n_keys,)`` are all scores entering the softmax (scaled or not),
     ``row`` ``(n_keys,)`` the weights of the first row. The statistics are over all rows.
+
+    Used in lesson 03.
     """
 
     d_k: int
@@ -72,6 +74,8 @@ def scaling_state(d_k: int, scaled: bool, n_rows: int = N_ROWS, n_keys: int = N_
 
     The same seed draws the same q and k for both settings, so the toggle rescales the
     very same scores.
+
+    Used in lesson 03.
     """
     require_bool("scaled", scaled)
     scores = raw_scores(d_k, n_rows, n_keys, seed)  # (n_rows, 1, n_keys)
@@ -86,7 +90,10 @@ def scaling_state(d_k: int, scaled: bool, n_rows: int = N_ROWS, n_keys: int = N_
 
 
 def draw_scaling_state(state: ScalingState):
-    """Histogram of the scores beside the bars of one row of weights; returns the figure."""
+    """Histogram of the scores beside the bars of one row of weights; returns the figure.
+
+    Used in lesson 03.
+    """
     require_instance("state", state, ScalingState, "a ScalingState (scaling_state())")
     fig, (hist, bars) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     std = math.sqrt(state.variance)
@@ -120,7 +127,10 @@ def draw_scaling_state(state: ScalingState):
 
 
 def scaling_figure(d_k: int = DEFAULT_D_K, scaled: bool = DEFAULT_SCALED):
-    """The static picture of one setting (by default the widget's first view)."""
+    """The static picture of one setting (by default the widget's first view).
+
+    Used in lesson 03.
+    """
     return draw_scaling_state(scaling_state(d_k, scaled))
 
 
@@ -129,6 +139,8 @@ class ScalingWidget:
 
     Display it by making it the last expression of a cell. ``state`` is what is shown now;
     ``summary`` (a Label) repeats it in words.
+
+    Used in lesson 03.
     """
 
     def __init__(self, d_k: int = DEFAULT_D_K, scaled: bool = DEFAULT_SCALED):

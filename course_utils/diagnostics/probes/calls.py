@@ -16,6 +16,10 @@ INPUTS_UNCHANGED = "inputs left unchanged"
 
 @probe(DETERMINISM, order=12)
 def determinism(probing: Probing) -> Finding:
+    """Two calls on the same inputs must give the same result (no randomness left on in eval).
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(12, layout)
         mask = layout.causal()
@@ -44,6 +48,10 @@ def determinism(probing: Probing) -> Finding:
 
 @probe(INPUTS_UNCHANGED, order=14)
 def inputs_unchanged(probing: Probing) -> Finding:
+    """The implementation must not write into its inputs.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(13, layout)
         mask = layout.causal()

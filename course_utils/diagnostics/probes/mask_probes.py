@@ -40,6 +40,10 @@ def _constant_blocked_score(probing, inputs, layout, weights, allowed) -> float 
 
 @probe(MASKED_WEIGHTS, order=30)
 def masked_weights(probing: Probing) -> Finding:
+    """Masked keys must get exactly zero weight.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(3, layout)
         problems: dict[str, list[str]] = {}  # advice -> the masks it applies to
@@ -95,6 +99,10 @@ def masked_weights(probing: Probing) -> Finding:
 
 @probe(CAUSAL_LEAK, order=40)
 def causal_leak(probing: Probing) -> Finding:
+    """Under a causal mask, changing a future token must not change an earlier output.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(4, layout)
         mask = layout.causal()
@@ -139,6 +147,10 @@ def causal_leak(probing: Probing) -> Finding:
 
 @probe(PADDING_LEAK, order=50)
 def padding_leak(probing: Probing) -> Finding:
+    """Changing a padding token must not change any real token's output.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(5, layout)
         mask = probing.padding_for(layout, 5)
@@ -176,6 +188,10 @@ def padding_leak(probing: Probing) -> Finding:
 
 @probe(FINITE_FILL, order=55)
 def finite_fill(probing: Probing) -> Finding:
+    """A finite fill (e.g. -1e4) leaks weight once the scores are large.
+
+    Used in lesson 08.
+    """
     if probing.subject.is_module:
         return Finding(FINITE_FILL, SKIP, _(
             "measured on attention functions only: it needs to set the scores' size through q "

@@ -19,6 +19,10 @@ FLOAT16_MASKING = "float16 masking"
 
 @probe(NAN_INF, order=90)
 def nan_inf(probing: Probing) -> Finding:
+    """No NaN or inf may come out of finite inputs (a fully masked row included).
+
+    Used in lesson 08.
+    """
     def check(layout):
         cases = [(_("unit-size inputs"),
                   probing.inputs(8, layout, torch.float32), None),
@@ -48,6 +52,10 @@ def nan_inf(probing: Probing) -> Finding:
 
 @probe(DTYPE_DEVICE, order=100)
 def dtype_device(probing: Probing) -> Finding:
+    """The outputs keep the inputs' dtype and device.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(9, layout)
         mask = layout.causal()
@@ -79,6 +87,10 @@ def dtype_device(probing: Probing) -> Finding:
 
 @probe(FLOAT16_MASKING, order=110)
 def float16_masking(probing: Probing) -> Finding:
+    """Masking must work in float16, where -1e9 overflows.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(10, layout, torch.float16)
         mask = layout.causal()

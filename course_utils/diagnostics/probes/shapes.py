@@ -17,6 +17,10 @@ SHAPES = "shapes"
 
 @probe(SHAPES, order=10)
 def shapes(probing: Probing) -> Finding:
+    """Outputs ``(..., n_q, d_v)`` and weights ``(..., n_q, n_k)`` for every layout.
+
+    Used in lesson 08.
+    """
     if probing.subject.is_module:
         return _module_shapes(probing)
     generator = probing.generator(1)  # one generator: the layouts draw in turn from it

@@ -26,6 +26,8 @@ def score_asymmetry(weights: torch.Tensor) -> torch.Tensor:
     gives. The softmax adds a constant c_i to row i of the log-weights, so then
     log w - log wᵀ = c_i - c_j exactly. Returns the largest deviation from that form, one
     number per matrix ``(...,)``: ~1e-7 (float32) or ~1e-15 (float64) for symmetric scores.
+
+    Used in lesson 08.
     """
     weights = require_tensor("weights", weights, "(..., n, n)")
     if weights.shape[-1] != weights.shape[-2]:
@@ -40,6 +42,10 @@ def score_asymmetry(weights: torch.Tensor) -> torch.Tensor:
 
 @probe(ROWS_SUM_TO_1, order=20)
 def rows_sum_to_1(probing: Probing) -> Finding:
+    """Each row of weights must sum to 1 over the keys.
+
+    Used in lesson 08.
+    """
     def check(layout):
         inputs = probing.inputs(2, layout)
         _output, weights = probing.subject.call(inputs)
@@ -84,6 +90,10 @@ def rows_sum_to_1(probing: Probing) -> Finding:
 
 @probe(SCORE_SCALE, order=60)
 def score_scale(probing: Probing) -> Finding:
+    """The scores must be divided by sqrt(d_k).
+
+    Used in lesson 08.
+    """
     if probing.subject.is_module:
         return Finding(SCORE_SCALE, SKIP, _(
             "measured on attention functions only: in a module the projections set the "
@@ -136,6 +146,10 @@ def score_scale(probing: Probing) -> Finding:
 
 @probe(OUTPUT_MIX, order=70)
 def output_mix(probing: Probing) -> Finding:
+    """The output must be the weights times the values, query by query.
+
+    Used in lesson 08.
+    """
     if probing.subject.is_module:
         return Finding(OUTPUT_MIX, SKIP, _(
             "measured on attention functions only: a module's v is made inside it (and its "
@@ -177,6 +191,10 @@ def output_mix(probing: Probing) -> Finding:
 
 @probe(SHARED_QKV, order=80)
 def shared_qkv(probing: Probing) -> Finding:
+    """Q and K must come from separate maps (a shared map forces symmetric scores).
+
+    Used in lesson 08.
+    """
     if not probing.subject.is_module:
         return Finding(SHARED_QKV, SKIP, _(
             "applies to modules: a function receives q, k and v already projected"))

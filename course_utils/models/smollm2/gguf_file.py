@@ -49,6 +49,8 @@ def open_gguf(path=None) -> GGUFFile:
     are copied out (about 10 MB), and tensors are read from the file when asked for
     (:meth:`GGUFFile.data`), not through a mapping. The last file opened stays read and is
     shared.
+
+    Used in lesson 14.
     """
     path = model_file() if path is None else path
     if not isinstance(path, (str, os.PathLike)):
@@ -75,7 +77,10 @@ def _checked_file(path: Path, size: int, mtime_ns: int) -> GGUFFile:
 
 def gguf_package():
     """The ``gguf`` package, or how to install it (``course_utils`` on Colab comes without
-    its dependencies)."""
+    its dependencies).
+
+    Used in lesson 14.
+    """
     if importlib.util.find_spec("gguf") is None:
         raise ModuleNotFoundError("the package gguf is not installed: run `pip install gguf` "
                                   "(python3 tools/course.py lab does it for you)")
@@ -86,7 +91,10 @@ def gguf_package():
 
 @dataclass(frozen=True)
 class GGUFTensor:
-    """One tensor of a GGUF file as it is stored: its name, its type and where its bytes lie."""
+    """One tensor of a GGUF file as it is stored: its name, its type and where its bytes lie.
+
+    Used in lesson 14.
+    """
 
     name: str  # llama.cpp's name, like blk.0.ffn_up.weight
     tensor_type: gguf.GGMLQuantizationType  # Q4_1, Q8_0, F32 ...
@@ -99,7 +107,10 @@ class GGUFTensor:
 class GGUFFile:
     """A GGUF file as :func:`open_gguf` read it: ``fields`` maps every metadata key to its value
     (``"llama.block_count"`` -> 30, ``"tokenizer.ggml.tokens"`` -> a list of 49,152 str),
-    ``tensors`` lists the file's tensors in its order."""
+    ``tensors`` lists the file's tensors in its order.
+
+    Used in lesson 14.
+    """
 
     path: Path
     fields: dict[str, Any]
@@ -114,7 +125,10 @@ class GGUFFile:
 
 
 def field(file: GGUFFile, key: str):
-    """The value of the metadata ``key`` of ``file``, or a ValueError naming the key."""
+    """The value of the metadata ``key`` of ``file``, or a ValueError naming the key.
+
+    Used in lesson 14.
+    """
     if key not in file.fields:
         raise ValueError(f"the GGUF file has no metadata key {key!r}")
     return file.fields[key]

@@ -76,7 +76,10 @@ _COURSE_LAYER_NAMES = {
 
 @dataclass(frozen=True)
 class SmolLM2Config:
-    """The model's sizes as its GGUF metadata states them (course names, llama.cpp keys)."""
+    """The model's sizes as its GGUF metadata states them (course names, llama.cpp keys).
+
+    Used in lesson 14.
+    """
 
     num_layers: int  # llama.block_count
     d_model: int  # llama.embedding_length
@@ -92,7 +95,10 @@ class SmolLM2Config:
 
 
 def read_config(path=None) -> SmolLM2Config:
-    """The :class:`SmolLM2Config` of the GGUF file at ``path`` (default :func:`model_file`)."""
+    """The :class:`SmolLM2Config` of the GGUF file at ``path`` (default :func:`model_file`).
+
+    Used in lesson 14.
+    """
     return _config(open_gguf(path))
 
 
@@ -146,6 +152,8 @@ def unpermute_rope_rows(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     Reading (head, d_k/2, 2) and swapping the last two axes puts the rows back, as
     transformers' GGUF loader does (``LlamaTensorProcessor._reverse_permute_weights``).
     ``num_heads`` is the projection's own: the query heads for q, the key/value heads for k.
+
+    Used in lesson 14.
     """
     weight = require_tensor("weight", weight, "(num_heads * d_k, d_model)")
     require_positive_int("num_heads", num_heads)
@@ -168,6 +176,8 @@ def load_tensors(path=None) -> dict[str, torch.Tensor]:
     Keys like ``model.layers.0.self_attn.q_proj.weight``; the query and key projections are
     un-permuted (:func:`unpermute_rope_rows`). With tied embeddings there is no
     ``lm_head.weight``: the output layer is ``model.embed_tokens.weight``.
+
+    Used in lesson 14.
     """
     file = open_gguf(path)
     config = _config(file)
@@ -204,6 +214,8 @@ def load_smollm2(path=None) -> tuple[Llama, SmolLM2Tokenizer]:
     them, so a forward pass outside ``torch.no_grad`` keeps no graph either). Its parameters
     are the tensors :func:`load_tensors` made, not copies: the model is built on the meta
     device (shapes, no memory, no random initialisation) and handed them.
+
+    Used in lesson 14.
     """
     config = read_config(path)
     if not config.tied_embeddings:
@@ -232,6 +244,8 @@ def transformers_twin(model: Llama, path=None):
     implementations of the architecture on the same numbers; the tests compare the tensors
     themselves with transformers' own GGUF loader (``from_pretrained(gguf_file=...)``).
     Needs ``transformers``.
+
+    Used in lesson 14.
     """
     require_instance("model", model, Llama, "a course_utils.models.llama.Llama (load_smollm2()'s)")
     import transformers

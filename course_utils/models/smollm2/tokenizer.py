@@ -36,6 +36,8 @@ class SmolLM2Tokenizer:
     ``encode(text)`` gives the ids with no special token added (the chat template writes
     them), ``decode(ids)`` the text back, ``tokens(text)`` the pieces as strings.
     ``chat_prompt(messages)`` formats a conversation as the Instruct model expects.
+
+    Used in lesson 14.
     """
 
     def __init__(self, path=None):
