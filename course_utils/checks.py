@@ -201,6 +201,21 @@ def require_key_padding(name: str, mask, batch_and_n_src) -> torch.Tensor:
                      f"tensor (or (batch, 1, n_src)), True at real tokens, got {got}")
 
 
+def require_token_id_list(name: str, ids, vocab_size: int) -> list[int]:
+    """Return ``ids`` as a list of ints in ``0 .. vocab_size - 1``: ids to decode, given as a
+    list of ints or a ``(seq_len,)`` integer tensor."""
+    if isinstance(ids, torch.Tensor):
+        ids = require_int_tensor(name, ids, "(seq_len,)", "token ids").tolist()
+    if not isinstance(ids, (list, tuple)) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TypeError(f"{name} should be a list of int token ids or a (seq_len,) integer "
+                        f"tensor, got {_describe(ids)}")
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"{name} should be token ids in 0..{vocab_size - 1}, got {bad[0]}")
+    return list(ids)
+
+
 def require_seed(name: str, value) -> int:
     """Return ``value`` if it is an int seed that Python, NumPy and torch all accept."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -39,14 +39,17 @@ def test_the_stored_claims_are_read_from_the_check_mark_lines(lesson):
 
 def test_each_claim_is_counted_over_the_seeds_and_the_report_says_so(lesson, tmp_path,
                                                                      monkeypatch):
-    results = audit.audit([lesson], seeds=2)  # setup seeds 1 and 2
+    drawn = audit.audit_seeds(lesson, 2)
+    even = sum(seed % 2 == 0 for seed in drawn)
+    results = audit.audit([lesson], seeds=2)
     assert {c.statement: held for c, held in results[lesson].items()} == {
-        "always holds": 2, "holds for even setup seeds": 1,
+        "always holds": 2, "holds for even setup seeds": even,
         "holds after a cell without claims": 2}
     monkeypatch.setattr(audit, "REPORT", tmp_path / "claims.md")
     audit.write_report(results, seeds=2)
     text = audit.REPORT.read_text()
-    assert "| 3 | holds for even setup seeds | 1/2 |" in text
+    assert f"| 3 | holds for even setup seeds | {even}/2 |" in text
+    assert f"Setup seeds: {drawn[0]}, {drawn[1]}." in text
     assert f"<!-- 99_made_up.ipynb code {audit.code_fingerprint(audit.read(lesson))} seeds 2 -->" \
         in text
 
@@ -58,6 +61,17 @@ def test_a_change_to_a_lessons_code_makes_its_audit_stale_and_prose_does_not(les
     assert audit.code_fingerprint(notebook) == before
     notebook.cells[3].source = "x = 2"
     assert audit.code_fingerprint(notebook) != before
+
+
+def test_the_audit_seeds_come_from_the_code_and_change_with_it(lesson, tmp_path):
+    drawn = audit.audit_seeds(lesson, 10)
+    assert drawn == audit.audit_seeds(lesson, 10) and len(set(drawn)) == 10
+    assert not {0, 1, 2} & set(drawn)  # the stored run and the Colab runs
+    notebook = audit.read(lesson)
+    notebook.cells[3].source = "x = 2  # any change to the code"
+    changed = tmp_path / lesson.name
+    nbformat.write(notebook, changed)
+    assert set(audit.audit_seeds(changed, 10)).isdisjoint(drawn)
 
 
 def test_a_twin_with_edition_specific_cells_is_audited_under_its_own_name():

@@ -64,6 +64,8 @@ NO_INPUT_TO_CHECK = {
     "course_utils.views.live_view.LiveState",
     "course_utils.views.live_view.ReadableText",
     "course_utils.views.scaling_widget.ScalingState",
+    # A protocol: a type tokenizers are checked against, never called.
+    "course_utils.data.tokenizer_protocol.TextTokenizer",
 }
 
 

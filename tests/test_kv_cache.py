@@ -12,7 +12,7 @@ from torch import nn
 from course_utils.checks import require_kv_heads
 from course_utils.experiments.l06_cost import kv_cache_bytes
 from course_utils.nn.attention import MultiHeadAttention
-from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.kv_cache import KVCache, require_next_tokens
 from course_utils.nn.masks import causal_mask
 from course_utils.nn.positions import apply_rope
 
@@ -140,6 +140,12 @@ _ROPE = MultiHeadAttention(D_MODEL, NUM_HEADS, rope_base=10000.0)
 _X = torch.randn(2, 3, D_MODEL)
 
 BAD_INPUTS = [
+    pytest.param(require_next_tokens, (torch.zeros(1, 5, dtype=torch.long), None, 10, 4), {},
+                 ValueError, ("max_len=4", "position 4", "crop the context"),
+                 id="require_next_tokens: past max_len"),
+    pytest.param(require_next_tokens, (torch.zeros(1, 0, dtype=torch.long), None, 10, 4), {},
+                 ValueError, ("tokens", "at least one token", "(1, 0)"),
+                 id="require_next_tokens: no token"),
     pytest.param(require_kv_heads, (6, 4), {}, ValueError,
                  ("num_heads=6", "not divisible", "num_kv_heads=4"), id="require_kv_heads: 6/4"),
     pytest.param(require_kv_heads, (6, 0), {}, ValueError, ("num_kv_heads", "positive int", "0"),

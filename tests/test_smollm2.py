@@ -340,7 +340,8 @@ def test_attention_weights_equal_transformers(model, tokenizer, reference_model)
         theirs = reference_model(tokens, output_attentions=True)
     n = tokens.shape[1]
     assert weights.shape == (1, model.num_layers, 9, n, n)
-    assert torch.equal(logits, model(tokens))
+    # Without weights the fused kernel runs: the same attention to float rounding.
+    assert _max_difference(logits, model(tokens)) <= 1e-4
     assert _max_difference(weights, torch.stack(theirs.attentions, dim=1)) <= 1e-4
 
 

@@ -148,7 +148,7 @@ def test_tiny_transformer_shapes_and_final_norm():
     model = TinyTransformer(vocab_size=10, seq_len=SEQ_LEN, d_model=16, num_heads=2,
                             num_layers=3, norm_first=True)
     tokens = torch.randint(10, (4, SEQ_LEN))
-    logits, weights = model(tokens)
+    logits, weights = model(tokens, return_weights=True)
     assert logits.shape == (4, SEQ_LEN, 10)
     assert weights.shape == (4, 3, 2, SEQ_LEN, SEQ_LEN)
     torch.testing.assert_close(weights.sum(-1), torch.ones(4, 3, 2, SEQ_LEN))
@@ -176,7 +176,7 @@ def test_tiny_transformer_hidden_states_feed_the_readout():
     tokens = torch.randint(10, (3, SEQ_LEN))
     with torch.no_grad():
         hidden, weights = model.hidden_states(tokens)
-        logits, same_weights = model(tokens)
+        logits, same_weights = model(tokens, return_weights=True)
         torch.testing.assert_close(logits, model.readout(model.final_norm(hidden)))
     assert hidden.shape == (3, SEQ_LEN, 16) and torch.equal(weights, same_weights)
 
@@ -190,7 +190,7 @@ def test_tiny_transformer_causal_reads_only_the_past(causal):
     changed[:, -1] = (changed[:, -1] + 1) % 10
     with torch.no_grad():
         moved = (model.hidden_states(tokens)[0] - model.hidden_states(changed)[0])[:, :-1]
-        weights = model(tokens)[1]
+        weights = model(tokens, return_weights=True)[1]
     if causal:
         assert moved.abs().max() < 1e-6
         assert (weights[..., ~causal_mask(SEQ_LEN)] == 0).all()
@@ -299,15 +299,15 @@ def test_tiny_encoder_decoder_shapes_causality_and_padding():
     src, tgt = torch.randint(11, (3, 7)), torch.randint(11, (3, 5))  # n_src != n_tgt
     padding = padding_mask([7, 4, 1], 7).reshape(3, 7)  # (batch, n_src)
     with torch.no_grad():
-        logits, cross = model(src, tgt, src_padding_mask=padding)
+        logits, cross = model(src, tgt, src_padding_mask=padding, return_weights=True)
         assert logits.shape == (3, 5, 11) and cross.shape == (3, 2, 2, 5, 7)
         assert (cross.permute(0, 4, 1, 2, 3)[~padding] == 0).all()
         other_src = src.clone()
         other_src[~padding] = (other_src[~padding] + 1) % 11  # change only the padding
-        torch.testing.assert_close(model(other_src, tgt, padding)[0], logits)
+        torch.testing.assert_close(model(other_src, tgt, padding), logits)
         later = tgt.clone()
         later[:, -1] = (later[:, -1] + 1) % 11  # change only the last target token
-        torch.testing.assert_close(model(src, later, padding)[0][:, :-1], logits[:, :-1])
+        torch.testing.assert_close(model(src, later, padding)[:, :-1], logits[:, :-1])
 
 
 def test_image_patches_match_unfold_and_a_strided_convolution():
@@ -330,7 +330,7 @@ def test_tiny_vit_shapes():
     torch.manual_seed(6)
     model = TinyViT(image_size=8, patch_size=2, num_classes=3, d_model=16, num_heads=2,
                     num_layers=2, channels=3)
-    logits, weights = model(torch.randn(4, 3, 8, 8))
+    logits, weights = model(torch.randn(4, 3, 8, 8), return_weights=True)
     assert logits.shape == (4, 3) and weights.shape == (4, 2, 2, 16, 16)
     assert all(type(block) is EncoderBlock for block in model.blocks)
 

@@ -1,13 +1,15 @@
 """The claims audit: every claim of every lesson, tried under setup seeds nobody looked at.
 
-Each lesson runs (in a fresh kernel started in its folder, as nbval does) once per seed
-1..N with its ``setup()`` call replaced by ``setup(seed=s)``, so every model it trains is
+Each lesson runs (in a fresh kernel started in its folder, as nbval does) once per audit
+seed with its ``setup()`` call replaced by ``setup(seed=s)``, so every model it trains is
 another one (every seed of a lesson derives from the setup seed, course_utils.notebook).
+The N audit seeds of a lesson are drawn from its code fingerprint (``audit_seeds``): they
+change whenever its code changes, so nobody can pick claims, margins or seeds to fit them.
 ``claim()`` records each claim instead of stopping the lesson (``COURSE_CLAIMS_LOG``), so a
 failing claim does not hide the later ones. A claim is named by its lesson, its cell and its
 place among that cell's claims; its statement is the stored run's. The report
-``docs/claims.md`` gives every claim's pass rate k/N and each lesson's code fingerprint,
-so a lesson whose code changed since it was audited is known to be stale.
+``docs/claims.md`` gives every claim's pass rate k/N, each lesson's seeds and its code
+fingerprint, so a lesson whose code changed since it was audited is known to be stale.
 
 A Chinese twin makes the same claims in the same cells, so the English run speaks for both,
 except where the twin declares cells ``edition-specific`` (tools/editions.py: e.g. it trains
@@ -25,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import re
 import sys
 import tempfile
@@ -62,6 +65,18 @@ def code_fingerprint(notebook: nbformat.NotebookNode) -> str:
     """A hash of a lesson's code cells: what its claims depend on (prose does not count)."""
     code = "\n\0".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+# Seeds 0 (the stored run), 1 and 2 (the Colab runs of the test suite) are never drawn.
+_SEED_RANGE = range(3, 1_000_000)
+
+
+def audit_seeds(path: Path, count: int) -> list[int]:
+    """The ``count`` setup seeds a lesson is audited under: drawn without repetition by a
+    generator seeded with its code fingerprint, so the same code always meets the same seeds
+    and any change to it meets new ones."""
+    fingerprint = code_fingerprint(read(path))
+    return sorted(random.Random(int(fingerprint, 16)).sample(_SEED_RANGE, count))
 
 
 def report_name(path: Path) -> str:
@@ -127,24 +142,30 @@ def run_under_seed(path: Path, seed: int) -> dict[tuple[int, int], bool]:
 
 
 def audit(paths: list[Path], seeds: int) -> dict[Path, dict[Claim, int]]:
-    """{lesson: {claim: how many of the ``seeds`` runs it held in}}."""
-    jobs = [(path, seed) for path in paths for seed in range(1, seeds + 1)]
+    """{lesson: {claim: how many of its ``seeds`` runs (``audit_seeds``) it held in}}."""
+    drawn = {path: audit_seeds(path, seeds) for path in paths}
+    jobs = [(path, seed) for path in paths for seed in drawn[path]]
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
         runs = dict(zip(jobs, pool.map(lambda job: run_under_seed(*job), jobs), strict=True))
     report = {}
     for path in paths:
         report[path] = {claim: sum(runs[(path, seed)].get((claim.cell, claim.order), False)
-                                   for seed in range(1, seeds + 1))
+                                   for seed in drawn[path])
                         for claim in stored_claims(path)}
     return report
 
 
-def _table(edition: str, path: Path, rows: list[tuple[int, str, int]], seeds: int) -> list[str]:
-    """A lesson's heading and its table of (cell, statement, held) rows, in edition's words."""
+def _table(edition: str, path: Path, rows: list[tuple[int, str, int]], seeds: int,
+           drawn: list[int]) -> list[str]:
+    """A lesson's heading, its audit seeds and its table of (cell, statement, held) rows, in
+    edition's words."""
     number, title = lesson_heading(read(path))
     columns = (edition_text(edition, "claims", "cell"), edition_text(edition, "claims", "claim"),
                edition_text(edition, "claims", "holds in"))
-    lines = [f"## {number} · {title}", "", "| {} | {} | {} |".format(*columns), "|---|---|---|"]
+    seeds_line = edition_text(edition, "claims", "Setup seeds: {seeds}.").format(
+        seeds=", ".join(str(seed) for seed in drawn))
+    lines = [f"## {number} · {title}", "", seeds_line, "",
+             "| {} | {} | {} |".format(*columns), "|---|---|---|"]
     for cell, statement, held in rows:
         lines.append(f"| {cell} | {statement.replace('|', chr(92) + '|')} | {held}/{seeds} |")
     return lines
@@ -152,7 +173,7 @@ def _table(edition: str, path: Path, rows: list[tuple[int, str, int]], seeds: in
 
 def lesson_section(path: Path, passes: dict[Claim, int], seeds: int) -> str:
     lines = _table(ENGLISH, path, [(c.cell, c.statement, held) for c, held in passes.items()],
-                   seeds)
+                   seeds, audit_seeds(path, seeds))
     lines[1:1] = ["", f"<!-- {report_name(path)} code {code_fingerprint(read(path))} "
                       f"seeds {seeds} -->"]
     return "\n".join(lines) + "\n"
@@ -182,7 +203,9 @@ def claims_page(edition: str) -> str:
         rows = [(claim.cell, claim.statement, held)
                 for claim, (_cell, held, _seeds) in zip(claims, recorded, strict=True)]
         seeds = recorded[0][2] if recorded else DEFAULT_SEEDS
-        parts.append("\n".join(_table(edition, path, rows, seeds)) + "\n")
+        audited = path if report_name(path) in rates else EDITIONS[ENGLISH] / path.name
+        parts.append("\n".join(_table(edition, path, rows, seeds,
+                                       audit_seeds(audited, seeds))) + "\n")
     return "\n".join(parts)
 
 
@@ -194,10 +217,11 @@ def page_header(edition: str, seeds: int) -> str:
         "Every sentence of a lesson that states a result is checked in code where it is made, "
         "and the stored notebooks show one run: `setup(seed=0)`. A learner's run is another "
         "one, and a claim about a trained model must hold for models nobody looked at. So each "
-        "lesson was run again under the setup seeds 1 to {seeds}, training other models each "
-        "time, and each claim's line below says in how many of those runs it held. Every claim "
-        "should hold in every run; a claim that held only usually is restated by its lesson as "
-        "the rate, band or budget that does hold.").format(seeds=seeds)
+        "lesson was run again under {seeds} other setup seeds, drawn from the lesson's own code "
+        "(they change whenever its code does; each lesson lists its own), training other "
+        "models each time, and each claim's line below says in how many of those runs it held. "
+        "Every claim should hold in every run; a claim that held only usually is restated by "
+        "its lesson as the rate, band or budget that does hold.").format(seeds=seeds)
     made_by = edition_text(
         edition, "claims",
         "Made by `python3 tools/course.py audit`; a lesson whose code changed since is audited "

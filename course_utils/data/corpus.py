@@ -34,6 +34,7 @@ from course_utils.checks import (
     require_one_of,
     require_positive_int,
     require_positive_number,
+    require_token_id_list,
     require_token_ids,
 )
 
@@ -86,16 +87,12 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         """The text of ``ids``: a list of ints or a 1-D integer tensor ``(seq_len,)``."""
-        if isinstance(ids, torch.Tensor):
-            ids = require_int_tensor("ids", ids, "(seq_len,)", "token ids").tolist()
-        if not isinstance(ids, (list, tuple)) or not all(
-                isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise TypeError(f"ids should be a list of int token ids or a 1-D integer tensor, "
-                            f"got {type(ids).__name__}")
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids should be token ids in 0..{self.vocab_size - 1}, got {bad[0]}")
-        return "".join(self.chars[i] for i in ids)
+        return "".join(self.chars[i] for i in require_token_id_list("ids", ids, self.vocab_size))
+
+    def tokens(self, text: str) -> list[str]:
+        """The pieces of ``text``: its characters (every one must be known)."""
+        self.encode(text)
+        return list(text)
 
 
 def _require_stream(tokens) -> torch.Tensor:

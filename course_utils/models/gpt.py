@@ -34,7 +34,7 @@ from course_utils.checks import (
 )
 from course_utils.data.corpus import sample_windows
 from course_utils.nn.blocks import EncoderBlock
-from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.kv_cache import require_next_tokens
 from course_utils.nn.masks import causal_mask
 from course_utils.nn.training import fit
 
@@ -79,33 +79,16 @@ class GPT(nn.Module):
         self.final_norm = nn.LayerNorm(d_model)
 
     def forward(self, tokens, cache=None, return_weights: bool = False):
-        tokens = require_token_ids("tokens", tokens, self.vocab_size, "(batch, n_new)")
+        tokens, past = require_next_tokens(tokens, cache, self.vocab_size, self.max_len)
         require_bool("return_weights", return_weights)
-        past = 0
-        if cache is not None:
-            past = require_instance("cache", cache, KVCache,
-                                    "a course_utils.nn.kv_cache.KVCache or None").seq_len
         n_new = tokens.shape[1]
-        if n_new == 0:
-            raise ValueError("tokens should hold at least one token, got shape "
-                             f"{tuple(tokens.shape)}")
-        if past + n_new > self.max_len:
-            raise ValueError(
-                f"tokens (batch, n_new) = {tuple(tokens.shape)} after {past} cached positions "
-                f"would reach position {past + n_new - 1}, but the model has max_len="
-                f"{self.max_len} learned positions (0..{self.max_len - 1}); crop the context"
-            )
         positions = torch.arange(past, past + n_new, device=tokens.device)
         # (batch, n_new, d_model): what each token is, plus where it is
         x = self.token_embedding(tokens) + self.position_embedding(positions)
         mask = causal_mask(n_new, past + n_new, device=tokens.device)  # (n_new, n_k)
         all_weights = []
         for layer, block in enumerate(self.blocks):
-            # The pre-LN block of lesson 07, written out to hand the cache to its attention.
-            attended, weights = block.self_attn(block.norm1(x), mask=mask, cache=cache,
-                                                layer=layer)
-            x = x + attended
-            x = x + block.ffn(block.norm2(x))
+            x, weights = block(x, mask=mask, cache=cache, layer=layer)  # lesson 07's block
             all_weights.append(weights)  # (batch, num_heads, n_new, n_k)
         # Tied readout: the token embedding (vocab_size, d_model) is the output matrix too.
         logits = F.linear(self.final_norm(x), self.token_embedding.weight)

@@ -25,12 +25,10 @@ from torch import nn
 
 from course_utils.checks import (
     require_bool,
-    require_instance,
     require_positive_int,
-    require_token_ids,
 )
 from course_utils.nn.attention import MultiHeadAttention
-from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.kv_cache import require_next_tokens
 from course_utils.nn.llama_parts import RMSNorm, SwiGLUFeedForward
 from course_utils.nn.masks import causal_mask
 
@@ -43,9 +41,10 @@ class LlamaBlock(nn.Module):
     ``num_kv_heads`` key/value heads and RoPE of base ``rope_base``; ``ffn``:
     :class:`~course_utils.nn.llama_parts.SwiGLUFeedForward` of hidden width ``d_ff``.
 
-    ``forward(x, mask=None, cache=None, layer=0)``: x ``(batch, n_new, d_model)`` -> ``(x,
-    weights)``, the same shape and the attention weights ``(batch, num_heads, n_new, n_k)``;
-    ``mask``, ``cache`` and ``layer`` go to the attention (see its docstring).
+    ``forward(x, mask=None, cache=None, layer=0, need_weights=True)``: x ``(batch, n_new,
+    d_model)`` -> ``(x, weights)``, the same shape and the attention weights ``(batch,
+    num_heads, n_new, n_k)`` (``None`` with ``need_weights=False``: the fused attention, as
+    :class:`Llama` uses when asked for no weights); the arguments go to the attention.
 
     Used in lesson 14.
     """
@@ -59,8 +58,9 @@ class LlamaBlock(nn.Module):
         self.norm2 = RMSNorm(d_model, eps=eps)
         self.ffn = SwiGLUFeedForward(d_model, d_ff)
 
-    def forward(self, x, mask=None, cache=None, layer: int = 0):
-        attended, weights = self.self_attn(self.norm1(x), mask=mask, cache=cache, layer=layer)
+    def forward(self, x, mask=None, cache=None, layer: int = 0, need_weights: bool = True):
+        attended, weights = self.self_attn(self.norm1(x), mask=mask, cache=cache, layer=layer,
+                                           need_weights=need_weights)
         x = x + attended
         return x + self.ffn(self.norm2(x)), weights
 
@@ -105,27 +105,16 @@ class Llama(nn.Module):
         self.final_norm = RMSNorm(d_model, eps=eps)
 
     def forward(self, tokens, cache=None, return_weights: bool = False):
-        tokens = require_token_ids("tokens", tokens, self.vocab_size, "(batch, n_new)")
+        tokens, past = require_next_tokens(tokens, cache, self.vocab_size, self.max_len)
         require_bool("return_weights", return_weights)
-        past = 0
-        if cache is not None:
-            past = require_instance("cache", cache, KVCache,
-                                    "a course_utils.nn.kv_cache.KVCache or None").seq_len
         n_new = tokens.shape[1]
-        if n_new == 0:
-            raise ValueError("tokens should hold at least one token, got shape "
-                             f"{tuple(tokens.shape)}")
-        if past + n_new > self.max_len:
-            raise ValueError(
-                f"tokens (batch, n_new) = {tuple(tokens.shape)} after {past} cached positions "
-                f"would reach position {past + n_new - 1}, but the model has max_len="
-                f"{self.max_len} positions (0..{self.max_len - 1}); crop the context"
-            )
         x = self.token_embedding(tokens)  # (batch, n_new, d_model): no position added, RoPE
-        mask = causal_mask(n_new, past + n_new, device=tokens.device)  # (n_new, n_k)
+        # (n_new, n_k); one new token may read every cached one, so it needs no mask at all
+        mask = causal_mask(n_new, past + n_new, device=tokens.device) if n_new > 1 else None
         all_weights = []
         for layer, block in enumerate(self.blocks):
-            x, weights = block(x, mask=mask, cache=cache, layer=layer)
+            x, weights = block(x, mask=mask, cache=cache, layer=layer,
+                               need_weights=return_weights)
             if return_weights:
                 all_weights.append(weights)  # (batch, num_heads, n_new, n_k)
         # Tied readout: the token embedding (vocab_size, d_model) is the output matrix too.

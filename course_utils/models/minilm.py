@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer as WordPieceBackend
 from torch import nn
 
-from course_utils.checks import require_bool_mask
+from course_utils.checks import require_bool_mask, require_token_id_list
 from course_utils.models.packaged_weights import package_folder, verify_sha256
 from course_utils.nn.blocks import EncoderBlock
 
@@ -100,7 +100,14 @@ class Tokenizer:
         """The pieces of ``text`` as strings, the same ones :meth:`encode` numbers."""
         return list(self._encode(text).tokens)
 
+    def decode(self, ids) -> str:
+        """The text of the token ids ``ids`` (a list of ints or a ``(seq_len,)`` tensor), with
+        ``[CLS]``, ``[SEP]`` and ``##`` continuations as WordPiece writes them back."""
+        ids = require_token_id_list("ids", ids, self.vocab_size)
+        return self._backend.decode(ids, skip_special_tokens=False)
+
     def id_to_token(self, token_id: int) -> str:
+        """The piece of one token id, e.g. ``[CLS]`` for 101."""
         return self._backend.id_to_token(token_id)
 
     def batch(self, texts) -> tuple[torch.Tensor, torch.Tensor]:

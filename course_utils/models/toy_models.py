@@ -40,8 +40,9 @@ class TinyTransformer(nn.Module):
     a pre-LN stack ends with one more LayerNorm, as GPT-2 does, because its blocks leave the
     residual stream unnormalised.
 
-    ``forward(tokens)`` returns ``(logits, weights)`` with weights
-    ``(batch, num_layers, num_heads, seq_len, seq_len)``, every block's attention;
+    ``forward(tokens, return_weights=False)`` returns the logits; with ``return_weights=True``
+    ``(logits, weights)`` with weights ``(batch, num_layers, num_heads, seq_len, seq_len)``,
+    every block's attention (the convention of every model of the course);
     :meth:`hidden_states` returns what the last block hands to the readout.
 
     Used in lesson 07.
@@ -84,21 +85,23 @@ class TinyTransformer(nn.Module):
             all_weights.append(weights)
         return x, torch.stack(all_weights, dim=1)
 
-    def forward(self, tokens):
+    def forward(self, tokens, return_weights: bool = False):
+        require_bool("return_weights", return_weights)
         x, weights = self.hidden_states(tokens)
         logits = self.readout(self.final_norm(x))  # (batch, seq_len, vocab_size)
-        return logits, weights
+        return (logits, weights) if return_weights else logits
 
 
 class TinyEncoderDecoder(nn.Module):
     """The original Transformer's shape in miniature: an encoder stack reads the source, a
     decoder stack writes the target while reading the encoder's output through cross-attention.
 
-    ``forward(src, tgt, src_padding_mask=None)``: source ids ``(batch, n_src)``, target ids
-    ``(batch, n_tgt)`` (the decoder's input, e.g. a start token then the target shifted right),
-    and an optional bool ``(batch, n_src)`` or ``(batch, 1, n_src)`` mask, True at real source
-    tokens (padding is neither attended to by the encoder nor read by the decoder). Returns
-    ``(logits, cross_weights)``: ``(batch, n_tgt, vocab_size)`` and ``(batch, num_layers,
+    ``forward(src, tgt, src_padding_mask=None, return_weights=False)``: source ids
+    ``(batch, n_src)``, target ids ``(batch, n_tgt)`` (the decoder's input, e.g. a start token
+    then the target shifted right), and an optional bool ``(batch, n_src)`` or ``(batch, 1,
+    n_src)`` mask, True at real source tokens (padding is neither attended to by the encoder
+    nor read by the decoder). Returns the logits ``(batch, n_tgt, vocab_size)``; with
+    ``return_weights=True``, ``(logits, cross_weights)`` with ``(batch, num_layers,
     num_heads, n_tgt, n_src)``, every decoder block's cross-attention. Pre-LN by default.
 
     Used in lesson 07.
@@ -129,7 +132,8 @@ class TinyEncoderDecoder(nn.Module):
         where = torch.arange(tokens.shape[1], device=tokens.device)
         return self.token_embedding(tokens) + positions(where)  # (batch, len, d_model)
 
-    def forward(self, src, tgt, src_padding_mask=None):
+    def forward(self, src, tgt, src_padding_mask=None, return_weights: bool = False):
+        require_bool("return_weights", return_weights)
         memory = self._embed(src, self.src_positions, "src")  # (batch, n_src, d_model)
         x = self._embed(tgt, self.tgt_positions, "tgt")  # (batch, n_tgt, d_model)
         if memory.shape[0] != x.shape[0]:
@@ -148,7 +152,7 @@ class TinyEncoderDecoder(nn.Module):
             x, _, cross_weights = block(x, memory, memory_padding_mask=src_padding_mask)
             all_cross.append(cross_weights)  # (batch, num_heads, n_tgt, n_src)
         logits = self.readout(self.decoder_norm(x))  # (batch, n_tgt, vocab_size)
-        return logits, torch.stack(all_cross, dim=1)
+        return (logits, torch.stack(all_cross, dim=1)) if return_weights else logits
 
 
 def _require_images(images) -> torch.Tensor:
@@ -190,8 +194,9 @@ class TinyViT(nn.Module):
     ``(image_size / patch_size)**2`` patches (:func:`image_patches`), each mapped by one linear
     layer to a ``d_model`` vector and given a learned position vector; the same
     :class:`EncoderBlock` stack as a text encoder follows (pre-LN, no mask), then the token
-    vectors are averaged and read out as ``num_classes`` logits. ``forward(images)`` returns
-    ``(logits, weights)``: ``(batch, num_classes)`` and ``(batch, num_layers, num_heads,
+    vectors are averaged and read out as ``num_classes`` logits. ``forward(images,
+    return_weights=False)`` returns the logits ``(batch, num_classes)``; with
+    ``return_weights=True``, ``(logits, weights)`` with ``(batch, num_layers, num_heads,
     num_patches, num_patches)``.
 
     Used in lesson 07.
@@ -219,7 +224,8 @@ class TinyViT(nn.Module):
         self.final_norm = nn.LayerNorm(d_model)
         self.readout = nn.Linear(d_model, num_classes)
 
-    def forward(self, images):
+    def forward(self, images, return_weights: bool = False):
+        require_bool("return_weights", return_weights)
         images = _require_images(images)
         expected = (self.channels, self.image_size, self.image_size)
         if tuple(images.shape[1:]) != expected:
@@ -234,4 +240,4 @@ class TinyViT(nn.Module):
             x, weights = block(x)  # weights (batch, num_heads, num_patches, num_patches)
             all_weights.append(weights)
         logits = self.readout(self.final_norm(x).mean(dim=1))  # (batch, num_classes)
-        return logits, torch.stack(all_weights, dim=1)
+        return (logits, torch.stack(all_weights, dim=1)) if return_weights else logits

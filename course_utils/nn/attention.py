@@ -11,6 +11,7 @@ import math
 import numbers
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import (
@@ -30,27 +31,9 @@ from course_utils.nn.kv_cache import KVCache
 from course_utils.nn.positions import apply_rope
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
-    """softmax(q kᵀ · scale) v, returning ``(output, weights)``.
-
-    Args:
-        q: ``(..., n_q, d_k)`` queries.
-        k: ``(..., n_k, d_k)`` keys.
-        v: ``(..., n_k, d_v)`` values. Leading batch/head dims of q, k, v broadcast.
-        mask: optional bool, True = may attend: ``(n_q, n_k)`` shared by the batch, or
-            one axis per axis of the scores ``(..., n_q, n_k)`` (size 1 where shared), e.g.
-            ``(batch, 1, n_k)`` for a padding mask; see ``checks.require_bool_mask``.
-        scale: a finite real factor (or a 0-dim float tensor) applied to the scores;
-            ``None`` means ``1/sqrt(d_k)``, ``1.0`` turns scaling off.
-
-    Returns:
-        output ``(..., n_q, d_v)`` and weights ``(..., n_q, n_k)``.
-
-    A query row whose keys are all masked gets all-zero weights and a zero output,
-    never NaN (a plain softmax over a row of -inf gives 0/0 = NaN).
-
-    Used in lessons 02, 04, 05, 06 and 08.
-    """
+def _require_attention_inputs(q, k, v, mask, scale):
+    """The arguments of :func:`scaled_dot_product_attention`, checked: ``(q, k, v, mask,
+    scale)`` with ``scale`` made a number (``None`` -> ``1/sqrt(d_k)``)."""
     q = require_tensor("q", q, "(..., n_q, d_k)")
     k = require_tensor("k", k, "(..., n_k, d_k)")
     v = require_tensor("v", v, "(..., n_k, d_v)")
@@ -86,6 +69,31 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
     elif not math.isfinite(scale):
         raise ValueError(f"scale should be a finite number, got {scale}")
 
+    return q, k, v, mask, scale
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+    """softmax(q kᵀ · scale) v, returning ``(output, weights)``.
+
+    Args:
+        q: ``(..., n_q, d_k)`` queries.
+        k: ``(..., n_k, d_k)`` keys.
+        v: ``(..., n_k, d_v)`` values. Leading batch/head dims of q, k, v broadcast.
+        mask: optional bool, True = may attend: ``(n_q, n_k)`` shared by the batch, or
+            one axis per axis of the scores ``(..., n_q, n_k)`` (size 1 where shared), e.g.
+            ``(batch, 1, n_k)`` for a padding mask; see ``checks.require_bool_mask``.
+        scale: a finite real factor (or a 0-dim float tensor) applied to the scores;
+            ``None`` means ``1/sqrt(d_k)``, ``1.0`` turns scaling off.
+
+    Returns:
+        output ``(..., n_q, d_v)`` and weights ``(..., n_q, n_k)``.
+
+    A query row whose keys are all masked gets all-zero weights and a zero output,
+    never NaN (a plain softmax over a row of -inf gives 0/0 = NaN).
+
+    Used in lessons 02, 04, 05, 06 and 08.
+    """
+    q, k, v, mask, scale = _require_attention_inputs(q, k, v, mask, scale)
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., n_q, n_k)
     if mask is not None:
         # A row with no allowed key would be softmax(-inf, ..., -inf) = NaN. Give such
@@ -177,7 +185,9 @@ class MultiHeadAttention(nn.Module):
     ``(batch, n_q, d_model)`` and key/value ``(batch, n_k, d_model)``; ``key`` defaults to
     ``query`` (self-attention) and ``value`` to ``key``. ``mask`` is bool, True = may attend,
     broadcastable to ``(batch, heads, n_q, n_k)``. Returns output ``(batch, n_q, d_model)`` and
-    the per-head weights ``(batch, heads, n_q, n_k)``.
+    the per-head weights ``(batch, heads, n_q, n_k)``. ``need_weights=False`` returns
+    ``(output, None)`` from torch's fused ``F.scaled_dot_product_attention``: the same
+    attention, faster, for a caller that does not read the weights (lesson 14 generating).
 
     What a decoder that generates needs, all off by default:
 
@@ -226,7 +236,10 @@ class MultiHeadAttention(nn.Module):
             )
         return require_matches_module(name, x, self)
 
-    def forward(self, query, key=None, value=None, mask=None, cache=None, layer: int = 0):
+    def _require_forward(self, query, key, value, mask, cache, layer, need_weights):
+        """The arguments of :meth:`forward`, checked: ``(query, key, value, past)``, where
+        ``past`` is how many positions the cache already holds for ``layer``."""
+        require_bool("need_weights", need_weights)
         self_attention = key is None and value is None
         if not self_attention and (cache is not None or self.rope_base is not None):
             raise ValueError(
@@ -259,6 +272,12 @@ class MultiHeadAttention(nn.Module):
             )
             require_bool_mask(mask, scores_shape, "(batch, heads, n_q, n_k)")
 
+        return query, key, value, past
+
+    def forward(self, query, key=None, value=None, mask=None, cache=None, layer: int = 0,
+                need_weights: bool = True):
+        query, key, value, past = self._require_forward(query, key, value, mask, cache, layer,
+                                                        need_weights)
         q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, n_q, d_k)
         k = split_heads(self.w_k(key), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
         v = split_heads(self.w_v(value), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
@@ -269,6 +288,13 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             # The cache keeps the rotated keys: a key's position never changes later.
             k, v = cache.append(layer, k, v)  # (batch, kv_heads, past + n_q, d_k)
+        if not need_weights and (mask is None or mask.any(dim=-1).all()):
+            # Nobody reads the weights: torch's fused kernel computes the same softmax without
+            # keeping (batch, heads, n_q, n_k), and lets each key/value head serve its group.
+            # (A query with no key to attend to stays on the explicit path, which gives it 0.)
+            heads = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, enable_gqa=self.num_kv_heads != self.num_heads)
+            return self.w_o(merge_heads(heads)), None  # (batch, n_q, d_model)
         if self.num_kv_heads != self.num_heads:
             # Each key/value head serves `group` neighbouring query heads.
             group = self.num_heads // self.num_kv_heads

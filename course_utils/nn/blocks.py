@@ -122,11 +122,15 @@ class EncoderBlock(nn.Module):
         activation: ``"relu"`` or ``"gelu"`` inside the FFN.
         eps: LayerNorm's epsilon.
 
-    ``forward(x, mask=None)`` takes x ``(batch, seq_len, d_model)`` and an optional bool mask
-    broadcastable to ``(batch, num_heads, seq_len, seq_len)`` (no mask: every token reads
-    every token, as in BERT; ``causal_mask``: each reads only the past, as in GPT) and returns
-    ``(output, weights)``: output ``(batch, seq_len, d_model)``, weights
-    ``(batch, num_heads, seq_len, seq_len)``.
+    ``forward(x, mask=None, cache=None, layer=0)`` takes x ``(batch, seq_len, d_model)`` and
+    an optional bool mask broadcastable to ``(batch, num_heads, seq_len, n_k)`` (no mask:
+    every token reads every token, as in BERT; ``causal_mask``: each reads only the past, as
+    in GPT) and returns ``(output, weights)``: output ``(batch, seq_len, d_model)``, weights
+    ``(batch, num_heads, seq_len, n_k)``. With a :class:`~course_utils.nn.kv_cache.KVCache`
+    its attention appends this ``layer``'s keys and values and reads all cached ones
+    (``n_k = cache.seq_len + seq_len``), as a decoder that generates does (lesson 12).
+    ``need_weights=False`` returns ``(output, None)`` (the fused attention of
+    :class:`~course_utils.nn.attention.MultiHeadAttention`).
 
     Used in lessons 07 and 10.
     """
@@ -147,17 +151,18 @@ class EncoderBlock(nn.Module):
     def _add_residual(self, x, sublayer_output):
         return x + sublayer_output if self.residual else sublayer_output
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, cache=None, layer: int = 0, need_weights: bool = True):
         x = _require_stream("x", x, "(batch, seq_len, d_model)", self)
+        attend = {"mask": mask, "cache": cache, "layer": layer, "need_weights": need_weights}
         if self.norm_first:  # pre-LN: x + sublayer(norm(x))
-            attended, weights = self.self_attn(self.norm1(x), mask=mask)
+            attended, weights = self.self_attn(self.norm1(x), **attend)
             x = self._add_residual(x, attended)
             x = self._add_residual(x, self.ffn(self.norm2(x)))
         else:  # post-LN: norm(x + sublayer(x))
-            attended, weights = self.self_attn(x, mask=mask)
+            attended, weights = self.self_attn(x, **attend)
             x = self.norm1(self._add_residual(x, attended))
             x = self.norm2(self._add_residual(x, self.ffn(x)))
-        return x, weights  # (batch, seq_len, d_model), (batch, num_heads, seq_len, seq_len)
+        return x, weights  # (batch, seq_len, d_model), (batch, num_heads, seq_len, n_k)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:

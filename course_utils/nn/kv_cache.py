@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.checks import require_int_in_range, require_same_device, require_tensor
+from course_utils.checks import (
+    require_instance,
+    require_int_in_range,
+    require_same_device,
+    require_tensor,
+    require_token_ids,
+)
 
 
 class KVCache:
@@ -100,3 +106,28 @@ class KVCache:
         self.keys[layer] = torch.cat((held, k), dim=2)
         self.values[layer] = torch.cat((self.values[layer], v), dim=2)
         return self.keys[layer], self.values[layer]
+
+
+def require_next_tokens(tokens, cache, vocab_size: int, max_len: int) -> tuple[torch.Tensor, int]:
+    """The checks every model of the protocol makes on ``forward(tokens, cache)``: ``tokens``
+    ``(batch, n_new)`` ids below ``vocab_size``, at least one, continuing what ``cache`` holds
+    without passing position ``max_len - 1``. Returns ``(tokens, past)``, ``past`` being the
+    number of cached positions (0 without a cache).
+
+    Used in lessons 12 and 14.
+    """
+    tokens = require_token_ids("tokens", tokens, vocab_size, "(batch, n_new)")
+    past = 0
+    if cache is not None:
+        past = require_instance("cache", cache, KVCache,
+                                "a course_utils.nn.kv_cache.KVCache or None").seq_len
+    n_new = tokens.shape[1]
+    if n_new == 0:
+        raise ValueError(f"tokens should hold at least one token, got shape {tuple(tokens.shape)}")
+    if past + n_new > max_len:
+        raise ValueError(
+            f"tokens (batch, n_new) = {tuple(tokens.shape)} after {past} cached positions "
+            f"would reach position {past + n_new - 1}, but the model has max_len={max_len} "
+            f"positions (0..{max_len - 1}); crop the context"
+        )
+    return tokens, past

@@ -9,6 +9,7 @@ the distance to the scores, like an additive mask.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -38,6 +39,13 @@ def rope_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.f
     require_positive_number("base", base)
     dtype = require_float_dtype("dtype", dtype)
     return 1.0 / (base ** (torch.arange(0, d, 2, dtype=dtype) / d))
+
+
+@functools.lru_cache(maxsize=32)
+def _frequencies(d: int, base: float, dtype: torch.dtype) -> torch.Tensor:
+    """:func:`rope_frequencies`, computed once per size: a model applies them to every query
+    and key of every layer at every decoding step. Read only."""
+    return rope_frequencies(d, base, dtype)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -76,7 +84,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
             f"{x.shape[-2]}, positions has shape {tuple(positions.shape)}"
         )
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    frequencies = rope_frequencies(x.shape[-1], base, dtype).to(x.device)  # (d / 2,)
+    frequencies = _frequencies(x.shape[-1], base, dtype).to(x.device)  # (d / 2,)
     angles = positions.to(dtype)[:, None] * frequencies  # (seq_len, d / 2)
     angles = torch.cat((angles, angles), dim=-1)  # (seq_len, d): pair i and i + d/2 share one
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)

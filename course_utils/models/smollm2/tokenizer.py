@@ -18,12 +18,11 @@ place the digit cut shows is a run of two or more spaces or newlines before a di
 
 from __future__ import annotations
 
-import torch
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as BPEBackend
 
-from course_utils.checks import require_bool, require_instance, require_int_tensor
+from course_utils.checks import require_bool, require_instance, require_token_id_list
 from course_utils.models.smollm2.gguf_file import field, open_gguf
 
 # tokenizer.ggml.token_type: 1 a normal piece, 3 a control token (llama.cpp's numbering).
@@ -82,16 +81,8 @@ class SmolLM2Tokenizer:
     def decode(self, ids) -> str:
         """The text of the token ids ``ids`` (a list of ints or a ``(seq_len,)`` long tensor),
         special tokens included."""
-        if isinstance(ids, torch.Tensor):
-            ids = require_int_tensor("ids", ids, "(seq_len,)", "token ids").tolist()
-        if not isinstance(ids, (list, tuple)) or not all(
-                isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise TypeError(f"ids should be a list of int token ids or a (seq_len,) long tensor, "
-                            f"got {type(ids).__name__}")
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids should lie in 0..{self.vocab_size - 1}, got {bad[0]}")
-        return self._backend.decode(list(ids), skip_special_tokens=False)
+        ids = require_token_id_list("ids", ids, self.vocab_size)
+        return self._backend.decode(ids, skip_special_tokens=False)
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
         """The conversation ``messages`` as the prompt text the Instruct model was tuned on.
