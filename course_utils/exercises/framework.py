@@ -258,6 +258,31 @@ def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
             "float64)").format(what=what, dtype=value.dtype))
 
 
+def reject_low_precision(value, expected: torch.Tensor, what: str) -> None:
+    """Raise Incorrect naming the precision when ``value`` (of any float dtype) matches
+    ``expected`` only to about 3 significant digits: the formula was right but computed in
+    float16 or bfloat16 somewhere (then cast back), which a checker looking for known mistakes
+    would otherwise misread as one of them.
+
+    Used in every lesson.
+    """
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point()
+            and tuple(value.shape) == tuple(expected.shape)) or is_close(value, expected):
+        return
+    reject_half_precision(value, expected, what)
+    got, want = value.detach().double(), expected.detach().double()
+    scale = want.abs().max().item() if want.numel() else 0.0
+    if bool(torch.isfinite(got).all()) and torch.allclose(
+            got, want, atol=1e-2 * max(scale, 1e-3), rtol=1e-2):
+        gap = (got - want).abs().max().item()
+        raise Incorrect(_(
+            "{what} is right to about 3 significant digits only (off by up to {gap:.2g}): the "
+            "formula is right, but part of it was computed in float16 or bfloat16, which keep "
+            "about 3 significant digits. Compute in the inputs' dtype (float32 or "
+            "float64)").format(what=what, gap=gap))
+
+
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """True if ``value`` would pass :func:`expect_close`: a checker uses it to recognise a
     known mistake (a finite float tensor of the right shape, equal in float64).
