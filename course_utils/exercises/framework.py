@@ -207,12 +207,13 @@ def expect_stable(value, what: str) -> None:
 
 
 def far_from_zero(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Float64 copies of ``q`` (..., n_q, d_k) and ``k`` (..., n_k, d_k) whose scores ``q @ k^T`` are
-    those of the other d_k - 1 features plus an offset per query in the thousands, positive
-    and negative (the first feature: the same for every key, large for each query). Each row's
-    softmax is unchanged, so a right answer's weights still depend on the keys, while
-    ``exp(scores)`` overflows (or every term underflows) unless the row's maximum is subtracted;
-    float64, so that a right answer's rounding stays far inside the checkers' tolerance.
+    """Float64 copies of ``q`` (..., n_q, d_k) and ``k`` (..., n_k, d_k) whose scores
+    ``q @ k^T`` are those of the other d_k - 1 features plus an offset per query in the
+    thousands, positive and negative (the first feature: the same for every key, large for
+    each query). Each row's softmax is unchanged, so a right answer's weights still depend on
+    the keys, while ``exp(scores)`` overflows (or every term underflows) unless the row's
+    maximum is subtracted; float64, so that a right answer's rounding stays far inside the
+    checkers' tolerance.
 
     Used in every lesson.
     """

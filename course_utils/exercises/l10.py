@@ -15,8 +15,8 @@ from course_utils.exercises import (
     attempt,
     expect_close,
     expect_finite,
-    expect_stable,
     expect_shape,
+    expect_stable,
     reject_half_precision,
 )
 from course_utils.language import N_, _

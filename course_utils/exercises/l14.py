@@ -20,8 +20,8 @@ from course_utils.exercises import (
     attempt,
     expect_close,
     expect_shape,
-    is_close,
     expect_stable,
+    is_close,
     reject_low_precision,
 )
 from course_utils.language import N_, _

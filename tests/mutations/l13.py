@@ -312,7 +312,8 @@ MUTATIONS = {
             ("+ 2", _plus_two, "one too far"),
             ("float positions", _float_positions, "integer positions"),
             ("a table for token ids below 10", _table_of_ten_ids, "your code raised IndexError"),
-            ("the first 30 positions only", _first_thirty_positions, "… (200 ids)]) has the right shape"),
+            ("the first 30 positions only", _first_thirty_positions,
+             "… (200 ids)]) has the right shape"),
         ],
         right=[
             ("dict, list of ints", _targets_dict_list),
