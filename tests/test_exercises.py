@@ -450,4 +450,12 @@ BAD_INPUTS = [
                  id="expect_close: expected a list"),
     pytest.param(exercises_module.is_close, (torch.ones(2), 1.0), {}, TypeError,
                  ("expected", "torch.Tensor", "float"), id="is_close: expected a float"),
+    pytest.param(exercises_module.expect_stable, (1.0, "the weights"), {},
+                 exercises_module.Incorrect, ("the weights", "torch.Tensor", "float"),
+                 id="expect_stable: a float"),
+    pytest.param(exercises_module.far_from_zero, ([1.0], torch.ones(2, 2)), {}, TypeError,
+                 ("q", "torch.Tensor", "list"), id="far_from_zero: q a list"),
+    pytest.param(exercises_module.reject_low_precision, (torch.ones(2), [1.0, 1.0], "x"), {},
+                 TypeError, ("expected", "torch.Tensor", "list"),
+                 id="reject_low_precision: expected a list"),
 ]

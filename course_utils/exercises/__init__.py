@@ -17,10 +17,15 @@ from course_utils.exercises.framework import (
     expect_close,
     expect_finite,
     expect_shape,
+    expect_stable,
+    far_from_zero,
     is_close,
     reject_half_precision,
+    reject_low_precision,
 )
 
 __all__ = ["CHECKER_FAILED", "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "Exercise", "Incorrect",
            "Verdict", "all_exercises", "as_bool", "as_number", "attempt", "expect_close",
-           "expect_finite", "expect_shape", "is_close", "reject_half_precision"]
+           "expect_finite", "expect_shape", "expect_stable",
+           "far_from_zero", "is_close", "reject_half_precision",
+           "reject_low_precision"]

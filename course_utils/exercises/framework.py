@@ -189,6 +189,45 @@ def expect_finite(value: torch.Tensor, what: str) -> None:
             "allowed key, or -inf that reached a sum").format(what=what, bad=bad))
 
 
+def expect_stable(value, what: str) -> None:
+    """Raise Incorrect naming overflow if ``value``, computed from scores in the hundreds or
+    thousands, holds NaN or ±inf: ``exp`` of such a score overflows (or every term underflows
+    to 0), which subtracting the row's maximum first avoids.
+
+    Used in every lesson.
+    """
+    _expect_tensor(value, what)
+    if value.is_floating_point() and not torch.isfinite(value).all():
+        bad = "NaN" if torch.isnan(value).any() else "inf"
+        raise Incorrect(_(
+            "{what} contains {bad} when the scores are in the thousands (as in a trained model): "
+            "exp() of a large score overflows, and exp() of very negative ones all round to 0. "
+            "Subtract each row's maximum before exp (torch.softmax and torch.logsumexp do it for "
+            "you)").format(what=what, bad=bad))
+
+
+def far_from_zero(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float64 copies of ``q`` (..., n_q, d_k) and ``k`` (..., n_k, d_k) whose scores
+    ``q @ k^T`` are those of the other d_k - 1 features plus an offset per query in the
+    thousands, positive and negative (the first feature: the same for every key, large for
+    each query). Each row's softmax is unchanged, so a right answer's weights still depend on
+    the keys, while ``exp(scores)`` overflows (or every term underflows) unless the row's
+    maximum is subtracted; float64, so that a right answer's rounding stays far inside the
+    checkers' tolerance.
+
+    Used in every lesson.
+    """
+    require_instance("q", q, torch.Tensor, "a torch.Tensor")
+    require_instance("k", k, torch.Tensor, "a torch.Tensor")
+    n_q, d_k = q.shape[-2], q.shape[-1]
+    pattern = torch.tensor([2500.0, -3000.0, 1200.0, -900.0, 4000.0], dtype=torch.float64)
+    offsets = pattern.repeat(n_q // len(pattern) + 1)[:n_q] * d_k ** 0.5  # (n_q,)
+    q, k = q.detach().double().clone(), k.detach().double().clone()
+    k[..., 0] = 50.0
+    q[..., 0] = offsets / 50.0
+    return q, k
+
+
 _HALF_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -218,6 +257,31 @@ def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
             "{what} is {dtype}, which keeps only about 3 significant digits: right to that "
             "precision, but the check needs more; compute and return float32 (or "
             "float64)").format(what=what, dtype=value.dtype))
+
+
+def reject_low_precision(value, expected: torch.Tensor, what: str) -> None:
+    """Raise Incorrect naming the precision when ``value`` (of any float dtype) matches
+    ``expected`` only to about 3 significant digits: the formula was right but computed in
+    float16 or bfloat16 somewhere (then cast back), which a checker looking for known mistakes
+    would otherwise misread as one of them.
+
+    Used in every lesson.
+    """
+    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point()
+            and tuple(value.shape) == tuple(expected.shape)) or is_close(value, expected):
+        return
+    reject_half_precision(value, expected, what)
+    got, want = value.detach().double(), expected.detach().double()
+    scale = want.abs().max().item() if want.numel() else 0.0
+    if bool(torch.isfinite(got).all()) and torch.allclose(
+            got, want, atol=1e-2 * max(scale, 1e-3), rtol=1e-2):
+        gap = (got - want).abs().max().item()
+        raise Incorrect(_(
+            "{what} is right to about 3 significant digits only (off by up to {gap:.2g}): the "
+            "formula is right, but part of it was computed in float16 or bfloat16, which keep "
+            "about 3 significant digits. Compute in the inputs' dtype (float32 or "
+            "float64)").format(what=what, gap=gap))
 
 
 def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:

@@ -40,7 +40,8 @@ def reference_cnn_path_lengths(n: int, kernel_size: int) -> torch.Tensor:
 
 
 def _check_cnn_path_lengths(answer) -> None:
-    for n, kernel_size in ((6, 3), (10, 5), (9, 7)):
+    # Small cases first, then sizes and kernels no small lookup table or list of kernels covers.
+    for n, kernel_size in ((6, 3), (10, 5), (9, 7), (23, 9), (31, 3), (17, 13)):
         got = attempt(answer, n, kernel_size)
         what = f"cnn_path_lengths({n}, kernel_size={kernel_size})"
         expect_shape(got, (n, n), what)
@@ -126,8 +127,10 @@ def reference_gradient_through_linear_rnn(w: torch.Tensor, max_k: int) -> torch.
 
 def _check_gradient_through_linear_rnn(answer) -> None:
     generator = torch.Generator().manual_seed(0)
-    for max_k in (6, 3):  # a second W and max_k: an answer hard-coded to the first one fails
-        w = torch.randn(4, 4, generator=generator) / 2  # not symmetric; ‖W‖^k ≠ ‖W^k‖
+    # A second W and max_k, then other sizes: an answer hard-coded to the first one, or to a
+    # 4 × 4 matrix (torch.eye(4), ‖I‖ = 2), fails.
+    for max_k, size in ((6, 4), (3, 4), (5, 3), (9, 7)):
+        w = torch.randn(size, size, generator=generator) / 2  # not symmetric; ‖W‖^k ≠ ‖W^k‖
         _check_gradient_once(answer, w, max_k)
 
 
@@ -154,11 +157,13 @@ def _check_gradient_once(answer, w: torch.Tensor, max_k: int) -> None:
     if is_close(got, torch.stack([norms(power(w, k + 1)) for k in range(max_k + 1)])):
         raise Incorrect(_(
             "{what}: entry k should be ‖W^k‖ starting at k = 0, where W^0 is the identity and ‖I‖ "
-            "= sqrt(4) = 2; your entries are shifted by one step").format(what=what))
+            "= sqrt({size}) for a {size} × {size} W; your entries are shifted by one step").format(
+            what=what, size=w.shape[0]))
     if is_close(got[1:], expected[1:]):
         raise Incorrect(_(
-            "{what}: entry 0 should be ‖W^0‖ = ‖I‖ = sqrt(4) = 2 (zero steps back, the gradient "
-            "passes unchanged), got {item:.3g}").format(what=what, item=got[0].item()))
+            "{what}: entry 0 should be ‖W^0‖ = ‖I‖ = sqrt({size}) for a {size} × {size} W (zero "
+            "steps back, the gradient passes unchanged), got {item:.3g}").format(
+            what=what, size=w.shape[0], item=got[0].item()))
     if is_close(got, torch.stack([norms(power(w, k), ord=2) for k in range(max_k + 1)])):
         raise Incorrect(_(
             "{what}: use the Frobenius norm (the default of torch.linalg.matrix_norm), not the "

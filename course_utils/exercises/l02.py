@@ -18,6 +18,8 @@ from course_utils.exercises import (
     expect_close,
     expect_finite,
     expect_shape,
+    expect_stable,
+    far_from_zero,
     is_close,
     reject_half_precision,
 )
@@ -32,12 +34,13 @@ def _project_qkv_reference(x, w_q, w_k, w_v):
 
 def _check_project_qkv(answer):
     generator = torch.Generator().manual_seed(0)
-    for _draw in range(2):  # a second X and W: an answer hard-coded to the first one fails
-        _check_project_qkv_once(answer, generator)
+    # A second X and W, then other sizes: an answer hard-coded to the first one fails.
+    # d_v ≠ d_k in each, so swapped roles show in the shapes.
+    for n, d_model, d_k, d_v in ((3, 5, 2, 4), (3, 5, 2, 4), (7, 12, 5, 3), (11, 6, 9, 7)):
+        _check_project_qkv_once(answer, generator, n, d_model, d_k, d_v)
 
 
-def _check_project_qkv_once(answer, generator):
-    n, d_model, d_k, d_v = 3, 5, 2, 4  # d_v ≠ d_k, so swapped roles show in the shapes
+def _check_project_qkv_once(answer, generator, n, d_model, d_k, d_v):
     x = torch.randn(n, d_model, generator=generator)
     w_q, w_k, w_v = (torch.randn(d_model, width, generator=generator)
                      for width in (d_k, d_k, d_v))
@@ -97,15 +100,20 @@ def _attention_reference(q, k, v):
 
 def _check_attention(answer):
     generator = torch.Generator().manual_seed(1)
-    for _draw in range(2):  # a second q, k, v: an answer hard-coded to the first one fails
-        _check_attention_once(answer, generator)
+    # A second q, k, v, other sizes, then scores in the thousands (positive and negative): an
+    # answer hard-coded to the first case, or an exp() without the row's maximum, fails.
+    for n_q, n_k, d_k, d_v, far in ((3, 5, 8, 6, False), (3, 5, 8, 6, False),
+                                    (6, 9, 5, 4, False), (5, 7, 8, 3, True)):
+        _check_attention_once(answer, generator, n_q, n_k, d_k, d_v, far)
 
 
-def _check_attention_once(answer, generator):
-    n_q, n_k, d_k, d_v = 3, 5, 8, 6  # non-square: transposes and the wrong width show
+def _check_attention_once(answer, generator, n_q, n_k, d_k, d_v, far):
+    # non-square: transposes and the wrong width show
     q = torch.randn(n_q, d_k, generator=generator)
     k = torch.randn(n_k, d_k, generator=generator)
     v = torch.randn(n_k, d_v, generator=generator)
+    if far:  # float64, scores q @ k.T / sqrt(d_k) in the thousands
+        (q, k), v = far_from_zero(q, k), v.double()
     result = attempt(answer, q, k, v)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise Incorrect(_("return two tensors: return output, weights"))
@@ -125,7 +133,7 @@ def _check_attention_once(answer, generator):
             raise Incorrect(_(
                 "{name} should be a floating-point tensor, got dtype {dtype}").format(
                 name=name, dtype=tensor.dtype))
-        expect_finite(tensor, name)
+        (expect_stable if far else expect_finite)(tensor, name)
     expected_output, expected_weights = scaled_dot_product_attention(q, k, v)
     reject_half_precision(weights, expected_weights, pgettext("answer", "weights"))
     reject_half_precision(output, expected_output, pgettext("answer", "output"))

@@ -27,7 +27,7 @@ from course_utils.nn.attention import row_entropy
 # The sample variance of 20 000 dot products has a relative standard error of about 2 %
 # at d_k = 1 and 1 % above; 12 % is far outside that, so a correct answer always passes.
 VARIANCE_TOLERANCE = 0.12
-VARIANCE_D_KS = (1, 16, 256)
+VARIANCE_D_KS = (1, 16, 256, 40)
 
 
 def _near(value: float, target: float) -> bool:
@@ -37,7 +37,16 @@ def _near(value: float, target: float) -> bool:
 def _check_it_is_measured(answer, first: float) -> None:
     """A measurement changes with its samples: the same number again on a second call and with
     100 times fewer pairs is a formula (``float(d_k)``), not a variance that was measured."""
+    before = torch.get_rng_state()
     again = as_number(attempt(answer, 16), _("dot_product_variance({d_k})").format(d_k=16))
+    after = torch.get_rng_state()
+    attempt(answer, 16)
+    if not torch.equal(after, before) and torch.equal(torch.get_rng_state(), after):
+        raise Incorrect(_(
+            "dot_product_variance(16) leaves torch's global generator in the same state after "
+            "every call: it reseeds it (torch.manual_seed inside the function), which resets the "
+            "caller's random state too. Draw from the global generator without reseeding it, or "
+            "from a torch.Generator of your own"))
     fewer = as_number(attempt(answer, 16, n_pairs=200), _(
         "dot_product_variance({d_k}, n_pairs={n_pairs})").format(d_k=16, n_pairs=200))
     if first == again == fewer:
@@ -122,11 +131,16 @@ def _entropy_cases() -> list[torch.Tensor]:
     random = torch.softmax(3 * torch.randn(2, 3, 5, generator=generator), dim=-1)
     uniform = torch.full((1, 4), 0.25)
     with_zeros = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]])  # one-hot, then two-way
-    return [random, uniform, with_zeros]
+    # Other shapes (a batch of heads, 40 keys), and rows of scores in the thousands (float64):
+    # most weights exactly 0, so 0 · log 0 shows on random rows too.
+    heads = torch.softmax(2 * torch.randn(3, 2, 4, 40, generator=generator), dim=-1)
+    far = torch.randn(5, 9, generator=generator, dtype=torch.float64) * 1500
+    far[:, 1] = far.max(dim=-1).values - torch.rand(5, generator=generator, dtype=torch.float64)
+    return [random, uniform, with_zeros, heads, torch.softmax(far, dim=-1)]
 
 
 def _check_entropy(answer) -> None:
-    random, uniform, with_zeros = _entropy_cases()
+    random, uniform, with_zeros, *others = _entropy_cases()
     expected = row_entropy(random)  # (2, 3)
     result = attempt(answer, random)
     expect_shape(result, random.shape[:-1], _(
@@ -165,6 +179,15 @@ def _check_entropy(answer) -> None:
             "the terms where p > 0 with torch.where"))
     expect_close(zeros, torch.tensor([0.0, math.log(2)]), _(
         "the entropy of a one-hot row and of a 50/50 row"), atol=1e-4)
+    for weights in others:
+        what = _("the entropy of weights {shape}").format(shape=tuple(weights.shape))
+        result = attempt(answer, weights)
+        if isinstance(result, torch.Tensor) and torch.isnan(result).any():
+            raise Incorrect(_(
+                "{what} contains NaN: some weights are exactly 0 (the softmax of scores in the "
+                "thousands); 0 · log 0 counts as 0, e.g. keep only the terms where p > 0 with "
+                "torch.where").format(what=what))
+        expect_close(result, row_entropy(weights), what, atol=1e-4)
 
 
 def _reference_entropy(weights):
@@ -224,6 +247,16 @@ def _check_jacobian(answer) -> None:
     expect_shape(batched, (2, 3, 4, 4), _(
         "the Jacobians of weights (2, 3, 4), one (n, n) matrix per row"))
     expect_close(batched, softmax_jacobian(batch), _("the Jacobians of a batch of rows"))
+    # Other lengths, and rows of scores in the thousands (weights exactly 0 and 1): nothing
+    # written for n = 4 passes.
+    far = torch.randn(3, 1, 6, generator=generator, dtype=torch.float64) * 2000
+    for weights in (torch.softmax(torch.randn(7, generator=generator), dim=-1),
+                    torch.softmax(far, dim=-1)):
+        n = weights.shape[-1]
+        what = _("the Jacobians of weights {shape}").format(shape=tuple(weights.shape))
+        got = attempt(answer, weights)
+        expect_shape(got, (*weights.shape, n), what)
+        expect_close(got, softmax_jacobian(weights), what)
 
 
 def _reference_jacobian(p):

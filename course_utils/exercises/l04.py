@@ -16,6 +16,8 @@ from course_utils.exercises import (
     attempt,
     expect_close,
     expect_shape,
+    expect_stable,
+    is_close,
 )
 from course_utils.language import N_, _
 from course_utils.models.sequence_models import count_parameters
@@ -43,36 +45,52 @@ def _interleaved_heads(x, num_heads):
 
 
 def _check_split_heads(answer):
-    # batch, seq_len, heads and d_k all differ, so a swapped axis shows up in the shape.
-    x = torch.randn(2, 5, 12, generator=torch.Generator().manual_seed(4))
-    for num_heads in (3, 4):
-        d_k = 12 // num_heads
-        result = attempt(answer, x.clone(), num_heads)
-        if isinstance(result, torch.Tensor) and tuple(result.shape) == (2, 5, num_heads, d_k):
-            raise Incorrect(_(
-                "shape {result_shape} is (batch, seq_len, heads, d_k): now swap seq_len and heads "
-                "with .transpose(1, 2)").format(result_shape=tuple(result.shape)))
-        expected = _split_heads_reference(x, num_heads)
-        expect_shape(result, expected.shape, f"split_heads(x, {num_heads})")
-        if torch.equal(result, x.reshape(2, num_heads, 5, d_k).to(result.dtype)):
+    # batch, seq_len, heads and d_k all differ, so a swapped axis shows up in the shape; then
+    # other batches, lengths, widths and head counts (1, odd, even, d_k = 1), so that no size
+    # written into the answer passes.
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 5, 12, generator=generator)
+    cases = [(x, 3), (x, 4)]
+    for shape, num_heads in (((3, 7, 24), 8), ((1, 4, 10), 5), ((4, 3, 18), 1), ((2, 6, 6), 6)):
+        cases.append((torch.randn(*shape, generator=generator), num_heads))
+    for x, num_heads in cases:
+        _check_split_heads_once(answer, x, num_heads)
+
+
+def _check_split_heads_once(answer, x, num_heads):
+    batch, seq_len, d_model = x.shape
+    d_k = d_model // num_heads
+    call = f"split_heads(x {tuple(x.shape)}, {num_heads})"
+    result = attempt(answer, x.clone(), num_heads)
+    if isinstance(result, torch.Tensor) and tuple(result.shape) == (
+            batch, seq_len, num_heads, d_k) != (batch, num_heads, seq_len, d_k):
+        raise Incorrect(_(
+            "shape {result_shape} is (batch, seq_len, heads, d_k): now swap seq_len and heads "
+            "with .transpose(1, 2)").format(result_shape=tuple(result.shape)))
+    expected = _split_heads_reference(x, num_heads)
+    expect_shape(result, expected.shape, call)
+    if num_heads > 1 and seq_len > 1:
+        if torch.equal(result, x.reshape(batch, num_heads, seq_len, d_k).to(result.dtype)):
             raise Incorrect(_(
                 "you reshaped straight into (batch, heads, seq_len, d_k): a reshape reads the "
                 "numbers in memory order, so head 0's first 'positions' are d_k-sized pieces of "
                 "token 0's features, then of token 1's: features of one token end up at several "
                 "positions. View as (batch, seq_len, heads, d_k) first (each token's features cut "
                 "into heads), then transpose"))
+    if num_heads > 1 and d_k > 1:
         if torch.equal(result, _interleaved_heads(x, num_heads).to(result.dtype)):
             raise Incorrect(_(
                 "head 0 got features 0, {num_heads}, {twice_num_heads}, ... (a stride of "
                 "{num_heads}); it should get one block, features 0..{last_feature}: view as "
                 "(batch, seq_len, heads, d_k), not (batch, seq_len, d_k, heads)").format(
                 num_heads=num_heads, twice_num_heads=2 * num_heads, last_feature=d_k - 1))
-        expect_close(result, expected, f"split_heads(x, {num_heads})")
+    expect_close(result, expected, call)
 
 
 def _check_merge_heads(answer):
     generator = torch.Generator().manual_seed(5)
-    for shape in ((2, 3, 5, 4), (3, 4, 2, 5)):  # a second x: a hard-coded answer fails
+    # A second x, then one head, eight heads, a batch of one: a hard-coded answer fails.
+    for shape in ((2, 3, 5, 4), (3, 4, 2, 5), (1, 8, 7, 3), (4, 1, 6, 16)):
         _check_merge_heads_once(answer, torch.randn(*shape, generator=generator))
 
 
@@ -95,11 +113,13 @@ def _check_merge_heads_once(answer, heads):
             shape=tuple(result.shape)))
     expect_shape(result, expected.shape, _("merge_heads(x) for x {shape}").format(
         shape=tuple(heads.shape)))
-    if torch.equal(result, heads.reshape(expected.shape).to(result.dtype)):
+    right = is_close(result, expected)  # with one head, a direct reshape is right too
+    if not right and torch.equal(result, heads.reshape(expected.shape).to(result.dtype)):
         raise Incorrect(_(
             "you reshaped (batch, heads, seq_len, d_k) directly, which mixes tokens together. "
             "Move heads next to d_k first: .transpose(1, 2), then reshape"))
-    if torch.equal(result, heads.permute(0, 2, 3, 1).reshape(expected.shape).to(result.dtype)):
+    if not right and torch.equal(
+            result, heads.permute(0, 2, 3, 1).reshape(expected.shape).to(result.dtype)):
         raise Incorrect(_(
             "the heads are interleaved feature by feature; concatenate them instead, so that "
             "columns 0..d_k-1 are head 0, the next d_k columns head 1, and so on"))
@@ -165,10 +185,10 @@ def _multi_head_reference(query, key, value, params, num_heads):
     return concatenated @ params["w_o"].T + params["b_o"], weights
 
 
-def _torch_module_and_params(num_heads: int):
+def _torch_module_and_params(num_heads: int, d_model: int = MHA_D_MODEL):
     """An ``nn.MultiheadAttention`` with seeded weights, and the same weights as a dict."""
-    generator = torch.Generator().manual_seed(40 + num_heads)
-    module = nn.MultiheadAttention(MHA_D_MODEL, num_heads, batch_first=True).eval()
+    generator = torch.Generator().manual_seed(40 + num_heads + d_model)
+    module = nn.MultiheadAttention(d_model, num_heads, batch_first=True).eval()
     with torch.no_grad():
         for parameter in module.parameters():
             parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
@@ -177,6 +197,17 @@ def _torch_module_and_params(num_heads: int):
     params = {"w_q": w_q, "b_q": b_q, "w_k": w_k, "b_k": b_k, "w_v": w_v, "b_v": b_v,
               "w_o": module.out_proj.weight.detach(), "b_o": module.out_proj.bias.detach()}
     return module, {name: value.clone() for name, value in params.items()}
+
+
+def _far_params(params: dict, num_heads: int) -> dict:
+    """Float64 copies of ``params`` whose scores are in the thousands, positive and negative:
+    in each head, feature 0 of every key is 50 and feature 0 of each query is large (a row's
+    softmax still depends on the other features)."""
+    params = {name: value.double().clone() for name, value in params.items()}
+    first = torch.arange(num_heads) * (params["w_q"].shape[0] // num_heads)
+    params["w_k"][first], params["b_k"][first] = 0.0, 50.0
+    params["w_q"][first], params["b_q"][first] = 150 * params["w_q"][first], 0.0
+    return params
 
 
 def _variant(query, key, value, params, num_heads, mistake: str):
@@ -237,41 +268,65 @@ _MHA_MISTAKES = {
 }
 
 
+# (batch, n_q, n_k, d_model, num_heads, far): the first two as before; then other sizes
+# with 8 heads and with 1, and scores in the thousands (float64).
+MHA_CASES = ((MHA_BATCH, MHA_N_Q, MHA_N_K, MHA_D_MODEL, 3, False),
+             (MHA_BATCH, MHA_N_Q, MHA_N_K, MHA_D_MODEL, 5, False),
+             (3, 5, 2, 24, 8, False), (1, 3, 7, 8, 1, False), (2, 5, 6, 12, 4, True))
+
+
 def _check_multi_head(answer) -> None:
     generator = torch.Generator().manual_seed(7)
-    query = torch.randn(MHA_BATCH, MHA_N_Q, MHA_D_MODEL, generator=generator)
-    key = torch.randn(MHA_BATCH, MHA_N_K, MHA_D_MODEL, generator=generator)
-    value = torch.randn(MHA_BATCH, MHA_N_K, MHA_D_MODEL, generator=generator)
-    for num_heads in (3, 5):
-        module, params = _torch_module_and_params(num_heads)
-        with torch.no_grad():
-            expected, expected_weights = module(query, key, value, average_attn_weights=False)
-        call = f"multi_head_attention(query, key, value, params, num_heads={num_heads})"
-        result = attempt(answer, query, key, value, params, num_heads)
-        if not (isinstance(result, (tuple, list)) and len(result) == 2):  # a list reads the same
-            raise Incorrect(_(
-                "{call} should return a tuple (output, weights), got {kind}").format(
-                call=call, kind=type(result).__name__))
-        output, weights = result
-        if isinstance(weights, torch.Tensor) and weights.shape == expected_weights.mean(1).shape:
-            raise Incorrect(_(
-                "{call} returned weights of shape {weights_shape}: return the per-head weights "
-                "(batch, num_heads, n_q, n_k), not their average over the heads").format(
-                call=call, weights_shape=tuple(weights.shape)))
-        output_of = _("the output of {call}").format(call=call)
-        weights_of = _("the weights of {call}").format(call=call)
-        expect_shape(output, expected.shape, output_of)
-        expect_shape(weights, expected_weights.shape, weights_of)
-        if output.is_floating_point() and torch.isfinite(output).all():
-            got = output.detach().double()
-            if not torch.allclose(got, expected.double(), atol=1e-5, rtol=1e-4):
-                for mistake, message in _MHA_MISTAKES.items():
-                    wrong = _variant(query, key, value, params, num_heads, mistake)
-                    if torch.allclose(got, wrong.double(), atol=1e-4, rtol=1e-3):
-                        raise Incorrect(str(message))
-        expect_close(weights, expected_weights, weights_of)
-        expect_close(output, expected, _(
-            "the output of {call} (compared with nn.MultiheadAttention)").format(call=call))
+    for batch_size, n_q, n_k, d_model, num_heads, far in MHA_CASES:
+        query = torch.randn(batch_size, n_q, d_model, generator=generator)
+        key = torch.randn(batch_size, n_k, d_model, generator=generator)
+        value = torch.randn(batch_size, n_k, d_model, generator=generator)
+        module, params = _torch_module_and_params(num_heads, d_model)
+        if far:
+            query, key, value = query.double(), key.double(), value.double()
+            params = _far_params(params, num_heads)
+            expected, expected_weights = _multi_head_reference(query, key, value, params,
+                                                               num_heads)
+        else:
+            with torch.no_grad():
+                expected, expected_weights = module(query, key, value,
+                                                    average_attn_weights=False)
+        _check_multi_head_once(answer, (query, key, value, params, num_heads), expected,
+                               expected_weights, far)
+
+
+def _check_multi_head_once(answer, args, expected, expected_weights, far):
+    query, key, value, params, num_heads = args
+    call = f"multi_head_attention(query, key, value, params, num_heads={num_heads})"
+    result = attempt(answer, *args)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):  # a list reads the same
+        raise Incorrect(_(
+            "{call} should return a tuple (output, weights), got {kind}").format(
+            call=call, kind=type(result).__name__))
+    output, weights = result
+    if isinstance(weights, torch.Tensor) and weights.shape == expected_weights.mean(1).shape \
+            and num_heads > 1:
+        raise Incorrect(_(
+            "{call} returned weights of shape {weights_shape}: return the per-head weights "
+            "(batch, num_heads, n_q, n_k), not their average over the heads").format(
+            call=call, weights_shape=tuple(weights.shape)))
+    output_of = _("the output of {call}").format(call=call)
+    weights_of = _("the weights of {call}").format(call=call)
+    expect_shape(output, expected.shape, output_of)
+    expect_shape(weights, expected_weights.shape, weights_of)
+    if far:
+        expect_stable(weights, weights_of)
+        expect_stable(output, output_of)
+    if output.is_floating_point() and torch.isfinite(output).all():
+        got = output.detach().double()
+        if not torch.allclose(got, expected.double(), atol=1e-5, rtol=1e-4):
+            for mistake, message in _MHA_MISTAKES.items():
+                wrong = _variant(query, key, value, params, num_heads, mistake)
+                if torch.allclose(got, wrong.double(), atol=1e-4, rtol=1e-3):
+                    raise Incorrect(str(message))
+    expect_close(weights, expected_weights, weights_of)
+    expect_close(output, expected, _(
+        "the output of {call} (compared with nn.MultiheadAttention)").format(call=call))
 
 
 assemble_multi_head = Exercise(
@@ -293,9 +348,10 @@ assemble_multi_head = Exercise(
 
 # ------------------------------------------------------------------ parameter counts
 # (d_model, num_heads, bias): BERT-base and GPT-2 small; BERT-large and GPT-2 medium; a
-# 7-billion-parameter decoder without biases; two small ones with num_heads > 1.
+# 7-billion-parameter decoder without biases; two small ones with num_heads > 1; then one head,
+# an odd count and a size no table of the first ones covers.
 COUNT_CONFIGS = ((768, 12, True), (1024, 16, True), (4096, 32, False), (10, 2, True),
-                 (12, 3, False))
+                 (12, 3, False), (96, 1, True), (40, 5, True), (2048, 8, False))
 
 
 def _parameter_count_reference(d_model, num_heads, bias=True):

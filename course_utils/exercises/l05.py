@@ -38,7 +38,9 @@ def _first_row(where: torch.Tensor) -> str:
 
 def _check_combined_mask(answer):
     # seq_len longer than every sentence: the padding must come from seq_len, not max(lengths).
-    for lengths, seq_len in (([4, 2, 3], 4), ([3, 1], 5)):
+    # then a larger batch with sentences of every kind (full, one token, in between) and one
+    # sentence alone: no batch size, length or seq_len written in passes.
+    for lengths, seq_len in (([4, 2, 3], 4), ([3, 1], 5), ([7, 1, 12, 4, 9], 12), ([6], 9)):
         try:
             result = attempt(answer, list(lengths), seq_len)
         except RuntimeError as error:  # typically a shape mismatch
@@ -159,6 +161,18 @@ def _cached_case(generator):
     return scores, mask
 
 
+def _shifted_case(generator):
+    """One sentence, 5 heads, a mask without batch or heads axes (n_q, n_k) with an empty row,
+    and whole heads shifted by +30 000 and -2 000: exp() overflows unless the row's maximum (over
+    the allowed keys) comes off first, and a finite fill is above every real score."""
+    mask = causal_mask(8)[4:]  # (4, 8): queries 4..7 of a causal mask
+    mask[1] = False  # an empty row
+    scores = 3 * torch.randn(1, 5, 4, 8, generator=generator)  # (batch, num_heads, n_q, n_k)
+    scores[0, 2] += SHIFTED_SCORES
+    scores[0, 4] -= 2_000.0
+    return scores, mask
+
+
 def _overshadowed(scores, mask):
     """(..., n_q): rows whose largest score is a blocked key's, by more than float32's exp()
     range, so that exp(score - max over every key) is 0 for every allowed key."""
@@ -195,7 +209,8 @@ def _check_safe_weights(answer):
                  _("weights with every key allowed (a plain softmax over dim=-1)"),
                  atol=1e-6, rtol=1e-5)
 
-    for scores, mask in (_left_padded_case(generator), _cached_case(generator)):
+    for scores, mask in (_left_padded_case(generator), _cached_case(generator),
+                         _shifted_case(generator)):
         empty = ~mask.any(dim=-1).expand(scores.shape[:-1])  # (..., n_q) no allowed key
         full = mask.all(dim=-1).expand(scores.shape[:-1])  # (..., n_q) every key allowed
         expected = _safe_weights_reference(scores.double(), mask)

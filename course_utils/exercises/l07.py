@@ -44,10 +44,23 @@ def _test_block() -> tuple[EncoderBlock, tuple[torch.Tensor, ...]]:
     return block, inputs
 
 
+def _other_block() -> tuple[EncoderBlock, torch.Tensor]:
+    """Another width and head count, and one sentence of 7 tokens: nothing written for the
+    first block's sizes passes."""
+    with torch.random.fork_rng():
+        torch.manual_seed(8)
+        block = EncoderBlock(24, 3, 40, norm_first=True)
+        for norm in (block.norm1, block.norm2):
+            torch.nn.init.uniform_(norm.weight, 0.5, 2.0)
+            torch.nn.init.normal_(norm.bias)
+        return block, 4 * torch.randn(1, 7, 24) - 2
+
+
 def _check_pre_ln_block(answer):
     block, inputs = _test_block()
     for x in inputs:
         _check_pre_ln_block_once(answer, block, x)
+    _check_pre_ln_block_once(answer, *_other_block())
 
 
 def _check_pre_ln_block_once(answer, block, x):
@@ -178,6 +191,11 @@ def _check_is_permutation_equivariant(answer):
         shifted[:, -1] += 1
         return shifted
 
+    def second_sequence_shifted(x):  # equivariant on the first sequence of the batch only
+        shifted = x.clone()
+        shifted[1:, -1] += 1
+        return shifted
+
     with torch.no_grad():
         if not _verdict(answer, doubled, x, perm):
             raise Incorrect(_(
@@ -212,6 +230,11 @@ def _check_is_permutation_equivariant(answer):
             raise Incorrect(_(
                 "a function that adds 1 to the last position only is not equivariant, but your "
                 "function says it is: compare every position, not just some tokens"))
+        if _verdict(answer, second_sequence_shifted, x, perm):
+            raise Incorrect(_(
+                "a function that adds 1 to the last position of the second sequence only is not "
+                "equivariant, but your function says it is: compare every sequence of the batch, "
+                "not only the first"))
 
 
 is_permutation_equivariant = Exercise(
@@ -239,7 +262,9 @@ def _sinusoidal_reference(seq_len, d_model):
 
 
 def _check_sinusoidal(answer):
-    for seq_len, d_model in ((12, 16), (7, 10)):  # a second size fails a hard-coded d_model
+    # A second size fails a hard-coded d_model; then 40 positions (angles far from small, no
+    # table of 12 rows) and a single pair.
+    for seq_len, d_model in ((12, 16), (7, 10), (40, 6), (3, 2)):
         _check_sinusoidal_once(answer, seq_len, d_model)
 
 

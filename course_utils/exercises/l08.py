@@ -20,6 +20,8 @@ from course_utils.exercises import (
     Incorrect,
     attempt,
     expect_close,
+    expect_stable,
+    far_from_zero,
     reject_half_precision,
 )
 from course_utils.exercises.framework import RAISED_BY_LEARNER
@@ -85,6 +87,15 @@ def _comparison_cases():
     yield (N_("under a padding mask, (batch, num_heads, n_q, d_k) inputs with n_q ≠ n_k"),
            (draw(2, 3, 5, 8), draw(2, 3, 7, 8), draw(2, 3, 7, 12)),
            expand_padding_mask(padding_mask([7, 4])))
+    # Scores in the thousands, positive and negative (each row shifted by its own offset):
+    # exp() without the row's max overflows, and a finite fill such as -30 or -1e4 sits above
+    # the real scores of the rows shifted down. Other batches, head counts and lengths.
+    q, k = far_from_zero(draw(3, 4, 5, 6), draw(3, 4, 5, 6))
+    yield (N_("with scores in the thousands under a causal mask, (batch, num_heads, n_q, d_k) "
+              "inputs"), (q, k, draw(3, 4, 5, 7)), causal_mask(5))
+    q, k = far_from_zero(draw(1, 9, 4), draw(1, 9, 4))
+    yield (N_("with scores in the thousands under a padding mask, one sequence (batch, n_q, d_k)"),
+           (q, k, draw(1, 9, 3)), padding_mask([6], max_len=9))
 
 
 def _require_probes_pass(answer):
@@ -125,6 +136,14 @@ def _check_with_diagnostics(answer):
     for what, (q, k, v), mask in cases:
         output, weights = attempt(answer, q, k, v, mask=mask)
         expected_output, expected_weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        expect_stable(weights, _("the weights {case}").format(case=what))
+        blocked = ~mask.expand(expected_weights.shape)
+        if isinstance(weights, torch.Tensor) and weights.shape == expected_weights.shape \
+                and bool((weights.detach().double()[blocked].abs() > 1e-6).any()):
+            raise Incorrect(_(
+                "a blocked key gets weight {case}: a finite fill (such as -30 or -1e4) is not "
+                "below every real score once the scores are far from 0. Fill with float('-inf'), "
+                "which every float dtype has").format(case=what))
         expect_close(weights, expected_weights, _("the weights {case}").format(case=what))
         expect_close(output, expected_output, _("the output {case}").format(case=what))
 

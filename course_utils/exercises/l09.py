@@ -144,10 +144,11 @@ it_attends_to_ball = Exercise(
 # --- Exercise 2: which word does each word attend to most? -----------------------------------
 
 
-def _random_example(n: int, d_k: int, seed: int) -> AttentionExample:
+def _random_example(n: int, d_k: int, seed: int, scale: float = 1.0) -> AttentionExample:
     generator = torch.Generator().manual_seed(seed)
     return AttentionExample(
-        tokens=tuple(f"w{i}" for i in range(n)), queries=torch.randn(n, d_k, generator=generator),
+        tokens=tuple(f"w{i}" for i in range(n)),
+        queries=scale * torch.randn(n, d_k, generator=generator),
         keys=torch.randn(n, d_k, generator=generator), default_query=0, source="random")
 
 
@@ -168,6 +169,11 @@ def _cases():
     yield round_example(), False
     for seed in range(6):  # random vectors, n = 5..10, d_k = 3..8
         yield _random_example(5 + seed, 3 + seed, seed), seed % 2 == 1
+    # Flat rows (no weight above 0.5, so "the key above 0.5" is not "the largest"), and
+    # scores in the hundreds (weights of exactly 0 and 1), with longer sentences.
+    yield _random_example(14, 4, 6, scale=0.3), False
+    yield _random_example(12, 6, 7, scale=0.3), True
+    yield _random_example(16, 8, 8, scale=60.0), False
 
 
 def _attends_to_a_later_word(words, tokens) -> bool:

@@ -16,6 +16,7 @@ from course_utils.exercises import (
     expect_close,
     expect_finite,
     expect_shape,
+    expect_stable,
     reject_half_precision,
 )
 from course_utils.language import N_, _
@@ -113,16 +114,34 @@ def _random_attention(d_model, num_heads, seed):
     return attn
 
 
+def _far_attention(d_model, num_heads, seed):
+    """The same in float64, with scores in the thousands, positive and negative: in each head,
+    feature 0 of every key is 50 and feature 0 of each query is large (a row's softmax still
+    depends on the other features)."""
+    attn = _random_attention(d_model, num_heads, seed).double()
+    first = torch.arange(num_heads) * attn.d_k
+    with torch.no_grad():
+        attn.w_k.weight[first], attn.w_k.bias[first] = 0.0, 50.0
+        attn.w_q.weight[first] *= 100
+        attn.w_q.bias[first] = 0.0
+    return attn
+
+
 def _check_one_head_weights(answer):
     # Non-square everywhere: batch, seq_len, d_model, num_heads and d_k all differ; the
     # second sentence of each batch is padded.
-    for d_model, num_heads, seq_len, lengths, head, seed in (
-        (20, 4, 7, [7, 4], 2, 1),
-        (24, 3, 6, [3, 6, 5], 0, 2),
+    # Then 6 heads and the last of them, one head, and scores in the thousands (float64).
+    for d_model, num_heads, seq_len, lengths, head, seed, far in (
+        (20, 4, 7, [7, 4], 2, 1, False),
+        (24, 3, 6, [3, 6, 5], 0, 2, False),
+        (18, 6, 9, [5, 9, 2, 8], 5, 3, False),
+        (10, 1, 5, [4, 5], 0, 4, False),
+        (16, 2, 8, [8, 6, 3], 1, 5, True),
     ):
-        attn = _random_attention(d_model, num_heads, seed)
+        attn = (_far_attention if far else _random_attention)(d_model, num_heads, seed)
         x = torch.randn(len(lengths), seq_len, d_model,
                         generator=torch.Generator().manual_seed(seed + 10))
+        x = x.double() if far else x
         attention_mask = torch.arange(seq_len) < torch.tensor(lengths)[:, None]  # (batch, n)
         with torch.no_grad():
             expected = _one_head_weights_reference(x, attention_mask, attn, head)
@@ -152,7 +171,7 @@ def _check_one_head_weights(answer):
             raise Incorrect(_(
                 "the padded *queries'* rows are NaN: you masked the rows (queries). Mask the "
                 "keys, the last axis: attention_mask[:, None, :]"))
-        expect_finite(result, N_("the weights"))
+        (expect_stable if far else expect_finite)(result, N_("the weights"))
         if torch.allclose(result, expected.double(), atol=1e-5, rtol=1e-4):
             continue
         real_rows = attention_mask[:, :, None].expand_as(expected)  # rows of real queries
@@ -248,9 +267,11 @@ def _previous_token_cases():
     cases = []
     for seed, (num_layers, num_heads, seq_len), target, decoys in (
         (3, (3, 5, 8), (2, 1),
-         dict(next=(1, 3), self=(0, 0), spike=(2, 4), wrap=(1, 0), sink=(0, 4))),
+         dict(next=(1, 3), self=(0, 0), spike=(2, 4), wrap=(1, 0), sink=(0, 4), median=(0, 2))),
         (4, (4, 3, 7), (0, 2),
-         dict(next=(3, 0), self=(1, 1), spike=(2, 2), wrap=(0, 0), sink=(3, 2))),
+         dict(next=(3, 0), self=(1, 1), spike=(2, 2), wrap=(0, 0), sink=(3, 2), median=(2, 0))),
+        (5, (2, 8, 12), (1, 6),
+         dict(next=(0, 7), self=(1, 0), spike=(0, 1), wrap=(1, 3), sink=(0, 5), median=(1, 2))),
     ):
         weights = _stack(num_layers, num_heads, seq_len, torch.Generator().manual_seed(seed))
         _plant(weights, *target, offset=-1, strength=0.7, rows=range(1, seq_len))
@@ -263,6 +284,14 @@ def _previous_token_cases():
         # wrap-around from query 0 to key n-1 is (wrongly) counted as "previous"
         _plant(weights, *decoys["wrap"], offset=-1, strength=0.6, rows=range(1, seq_len))
         _plant(weights, *decoys["wrap"], offset=-1, strength=1.0, rows=[0])
+        # 0.95 on the previous token for most queries, 0 for the others: the highest median,
+        # not the highest mean
+        most = range(1, seq_len // 2 + 2)
+        _plant(weights, *decoys["median"], offset=-1, strength=0.95, rows=most)
+        for i in range(seq_len // 2 + 2, seq_len):
+            row = weights[decoys["median"]][i]
+            row[i - 1] = 0.0
+            weights[decoys["median"]][i] = row / row.sum()
         # every query on the last key: exactly 0 on the previous token, the least of all
         weights[decoys["sink"]] = 0.0
         weights[decoys["sink"]][:, -1] = 1.0
@@ -315,6 +344,10 @@ def _check_previous_token_head(answer):
                 "this head wins only because query 0's weight on the last key was counted: "
                 "query 0 has no previous token (torch.roll wraps around), so average over "
                 "queries 1..n-1"),
+            "median": _(
+                "this head puts most of its weight on the previous token for most queries and "
+                "none for the others: the highest median, not the highest mean. Score each head "
+                "by the mean of w[i, i-1], not the median"),
         }
         for name, message in slips.items():
             if (layer, head) == decoys[name]:

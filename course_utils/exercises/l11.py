@@ -20,6 +20,7 @@ from course_utils.exercises import (
     expect_close,
     expect_shape,
     reject_half_precision,
+    reject_low_precision,
 )
 from course_utils.language import N_, _
 from course_utils.nn.positions import alibi_slopes
@@ -42,7 +43,10 @@ def _pair_cases():
     generator = torch.Generator().manual_seed(0)
     x1 = torch.randn(3, 5, dtype=torch.float64, generator=generator)
     x2 = torch.randn(3, 5, dtype=torch.float64, generator=generator)
-    return x1, x2, ((7, 0.3), (2, 1.0), (100, 0.01), (5, 0.0001))
+    # Then angles no small-angle approximation or table covers: past 2π, far past it (500
+    # radians), position 0, and a middle frequency at a long position.
+    return x1, x2, ((7, 0.3), (2, 1.0), (100, 0.01), (5, 0.0001), (3, 2.5), (1000, 0.5),
+                    (0, 0.7), (4096, 0.0031))
 
 
 def _as_pair(result, shape, what):
@@ -100,6 +104,9 @@ def _check_rotate_pair(answer):
                 return torch.allclose(got, torch.stack(pair).double(), atol=1e-6)
 
             if not near(expected):
+                for value, want, part in ((new1, expected[0], "x1_new"),
+                                          (new2, expected[1], "x2_new")):
+                    reject_low_precision(value, want, f"{what}, {part}")
                 for mistake, message in _pair_mistakes(x1, x2, position, frequency):
                     if near(mistake):
                         raise Incorrect(message.format(what=what))
@@ -125,7 +132,9 @@ rotate_pair = Exercise(
 
 
 # ------------------------------------------------------------------ the ALiBi slopes
-SLOPE_HEADS = (8, 4, 1, 16, 12, 6)
+# Powers of two and not; then other counts of both kinds, so that no special case for the
+# counts tried first passes.
+SLOPE_HEADS = (8, 4, 1, 16, 12, 6, 5, 3, 24, 2, 10, 32, 7)
 
 
 def _reference_slopes(num_heads):
@@ -207,7 +216,10 @@ def _planted_case(batch_size, seq_len, vocab_size, k, generator):
     return logits, tokens
 
 
-ACCURACY_CASES = ((40, 12, 7, 3), (40, 9, 5, 1), (40, 11, 6, 4))  # batch, seq_len, vocab, k
+# batch, seq_len, vocab, k: then other batch sizes (one sequence too) and token ids in the
+# hundreds, so that no batch size or small id table written in passes.
+ACCURACY_CASES = ((40, 12, 7, 3), (40, 9, 5, 1), (40, 11, 6, 4), (13, 10, 300, 2),
+                  (1, 8, 50, 5), (7, 15, 1000, 1))
 
 
 def _accuracy_mistakes(logits, tokens, k):

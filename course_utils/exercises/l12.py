@@ -13,7 +13,15 @@ import math
 
 import torch
 
-from course_utils.exercises import Exercise, Incorrect, attempt, expect_close, expect_shape
+from course_utils.exercises import (
+    Exercise,
+    Incorrect,
+    attempt,
+    expect_close,
+    expect_shape,
+    expect_stable,
+    far_from_zero,
+)
 from course_utils.language import N_, _
 from course_utils.nn.masks import causal_mask
 
@@ -42,7 +50,7 @@ def _reference_inputs_and_targets(window):
     return inputs, targets
 
 
-WINDOW_CASES = ((3, 9), (1, 5), (4, 2))  # batch, seq_len + 1
+WINDOW_CASES = ((3, 9), (1, 5), (4, 2), (6, 33))  # batch, seq_len + 1
 
 
 def _shift_mistakes(window):
@@ -129,7 +137,9 @@ def _reference_attend_with_cache(q, k, v, k_cache, v_cache):
 
 
 # batch, heads, past, n_new, d_k: one new token first, then a chunk of 3 (like a prompt)
-CACHE_CASES = ((2, 3, 5, 1, 4), (1, 2, 0, 1, 8), (2, 2, 4, 3, 4))
+# batch, heads, past, n_new, d_k, far: then 6 heads and scores in the thousands (float64).
+CACHE_CASES = ((2, 3, 5, 1, 4, False), (1, 2, 0, 1, 8, False), (2, 2, 4, 3, 4, False),
+               (3, 6, 7, 2, 5, False), (2, 4, 6, 3, 6, True))
 
 
 def _cache_mistakes(q, k, v, k_cache, v_cache):
@@ -163,10 +173,14 @@ def _cache_mistakes(q, k, v, k_cache, v_cache):
 
 def _check_attend_with_cache(answer):
     generator = torch.Generator().manual_seed(0)
-    for batch_size, heads, past, n_new, d_k in CACHE_CASES:
+    for batch_size, heads, past, n_new, d_k, far in CACHE_CASES:
         q, k, v = torch.randn(3, batch_size, heads, n_new, d_k, generator=generator).unbind(0)
         k_cache, v_cache = torch.randn(2, batch_size, heads, past, d_k,
                                        generator=generator).unbind(0)
+        if far:  # every key, cached or new, gets the same large first feature
+            q, keys = far_from_zero(q, torch.cat((k_cache, k), dim=2))
+            k_cache, k, v, v_cache = keys[:, :, :past], keys[:, :, past:], v.double(), \
+                v_cache.double()
         what = _("attend_with_cache(q {q_shape}, cache of {past} positions)").format(
             q_shape=(batch_size, heads, n_new, d_k), past=past)
         output, new_k_cache, new_v_cache = _as_tuple(
@@ -174,6 +188,8 @@ def _check_attend_with_cache(answer):
         expected, expected_k, expected_v = _reference_attend_with_cache(q, k, v, k_cache,
                                                                         v_cache)
         expect_shape(output, expected.shape, _("{what}, output").format(what=what))
+        if far:
+            expect_stable(output, _("{what}, output").format(what=what))
         if output.is_floating_point() and torch.isfinite(output).all() and not torch.allclose(
                 output.detach().double(), expected.double(), atol=1e-5):
             for wrong, message in _cache_mistakes(q, k, v, k_cache, v_cache):
@@ -209,7 +225,11 @@ attend_with_cache = Exercise(
 
 # ------------------------------------------------------------------ temperature sampling
 DRAWS = 20000  # per row: enough that every probability is pinned to about ±0.01
-SAMPLE_LOGITS = ((2.0, 1.0, 0.5, 0.0, -1.0), (-1.0, 0.0, 3.0, 0.5, 1.0))
+# The last two rows are in the thousands, positive and negative: exp(logits / temperature)
+# overflows there unless the row's maximum comes off first (torch.softmax does it).
+SAMPLE_LOGITS = ((2.0, 1.0, 0.5, 0.0, -1.0), (-1.0, 0.0, 3.0, 0.5, 1.0),
+                 (1002.0, 1001.0, 1000.5, 1000.0, 999.0), (-3001.0, -3000.0, -2997.0, -2999.5,
+                                                           -2999.0))
 TEMPERATURES = (0.5, 2.0)
 
 
@@ -283,6 +303,33 @@ def _check_sample_with_temperature(answer):
                 "{what}: over {draws} draws per row your tokens come out with frequencies up to "
                 "{gap:.3f} away from softmax(logits / temperature)").format(
                 what=what, draws=DRAWS, gap=gap))
+    _check_the_generator_is_used(answer)
+
+
+def _check_the_generator_is_used(answer):
+    """One generator, two calls: the draws must differ and the generator must advance, or the
+    answer reseeds it (or draws from a generator of its own seeded from it), and a decoding
+    loop repeats the same token."""
+    logits = torch.zeros(64, 5)  # 64 rows of uniform draws over 5 tokens
+    what = _("sample_with_temperature(logits, temperature=1.0, generator), called twice with one "
+             "generator")
+    generator = torch.Generator().manual_seed(3)
+    before = generator.get_state()
+    first = attempt(answer, logits, 1.0, generator)
+    after = generator.get_state()
+    second = attempt(answer, logits, 1.0, generator)
+    _expect_tokens_shape(first, torch.zeros(64, dtype=torch.long), what)
+    if torch.equal(before, after):
+        raise Incorrect(_(
+            "{what}: the caller's generator did not move, so the next call cannot draw anything "
+            "new: draw with it (generator=generator), not with a generator of your own seeded "
+            "from it").format(what=what))
+    if isinstance(second, torch.Tensor) and second.shape == first.shape \
+            and torch.equal(second, first):
+        raise Incorrect(_(
+            "{what}: both calls drew the same 64 tokens: your function reseeds the generator (or "
+            "a copy of it), so a decoding loop would repeat itself. Never call manual_seed "
+            "inside; just pass generator=generator to torch.multinomial").format(what=what))
 
 
 def _expect_tokens_shape(value, expected: torch.Tensor, what: str) -> None:

@@ -16,7 +16,8 @@ from course_utils.language import N_, _
 from course_utils.nn.masks import causal_mask
 
 # batch, layers, heads, seq_len, period: layers != heads so a swapped axis shows in the shape
-SCORE_CASES = ((3, 2, 5, 14, 5), (2, 3, 4, 11, 7), (4, 1, 2, 9, 3))
+# then one sequence alone, and more layers, heads and positions
+SCORE_CASES = ((3, 2, 5, 14, 5), (2, 3, 4, 11, 7), (4, 1, 2, 9, 3), (1, 4, 6, 30, 12))
 
 
 def _causal_weights(batch, layers, heads, seq_len, generator, dtype=torch.float32):
@@ -197,7 +198,11 @@ def _target_cases():
             torch.randint(6, (24,), generator=generator),  # many tokens occur three times
             torch.tensor([3, 3, 3, 1, 3]),
             torch.arange(7),  # nothing repeats
-            torch.randint(4, (15,), generator=generator))
+            torch.randint(4, (15,), generator=generator),
+            # ids of a real vocabulary (up to 50 000), and a long sequence: a lookup table sized
+            # for the small ids above, or a list of positions per id, does not pass
+            torch.tensor([31999, 50256, 7, 31999, 40000, 50256, 7, 50256, 1000]),
+            torch.randint(30, (200,), generator=generator) * 1009)
 
 
 def _target_mistakes(tokens):
@@ -248,7 +253,10 @@ def _as_positions(result, what):
 
 def _check_induction_targets(answer):
     for tokens in _target_cases():
-        what = _("induction_targets({tokens})").format(tokens=tokens.tolist())
+        ids = tokens.tolist()
+        shown = (str(ids) if len(ids) <= 24 else
+                 "[" + ", ".join(map(str, ids[:8])) + f", … ({len(ids)} ids)]")
+        what = _("induction_targets({tokens})").format(tokens=shown)
         result = _as_positions(attempt(answer, tokens), what)
         expected = _reference_induction_targets(tokens)
         if isinstance(result, torch.Tensor) and result.shape == expected.shape and not \

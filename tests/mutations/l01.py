@@ -60,6 +60,31 @@ def _gradient_with_a_nan(w, max_k):
     return norms
 
 
+# A lookup table built for the sizes and kernels a learner tried (n ≤ 16, kernel_size ≤ 7).
+_SMALL_TABLES = {w: cnn_path_lengths.reference(16, w) for w in (3, 5, 7)}
+
+
+def _cnn_from_a_small_table(n, kernel_size):
+    return _SMALL_TABLES[min(kernel_size, 7)][:n, :n]
+
+
+def _gradient_with_eye_4(w, max_k):
+    product, norms = torch.eye(4), []  # the size of the lesson's W written in
+    for _ in range(max_k + 1):
+        norms.append(torch.linalg.norm(product))
+        product = product @ w
+    return torch.stack(norms)
+
+
+def _gradient_in_float16(w, max_k):
+    w = w.half()  # the right formula, in half precision
+    product, norms = torch.eye(w.shape[0], dtype=torch.float16), []
+    for _ in range(max_k + 1):
+        norms.append(torch.linalg.norm(product.float()).half())
+        product = product @ w
+    return torch.stack(norms)
+
+
 MUTATIONS = {
     cnn_path_lengths: Mutations(
         wrong=[
@@ -80,6 +105,13 @@ MUTATIONS = {
              "should be symmetric"),
             ("bool", lambda n, w: distance_matrix(n) > 0, "whole numbers of layers"),
             ("NaN", lambda n, w: torch.full((n, n), float("nan")), "contains NaN"),
+            ("a lookup table for n ≤ 16 and kernels up to 7", _cnn_from_a_small_table,
+             "cnn_path_lengths(23, kernel_size=9) should have shape (23, 23)"),
+            ("reach from a dict of the kernels tried",
+             lambda n, w: -(-distance_matrix(n) // {3: 1, 5: 2, 7: 3}[w]),
+             "your code raised KeyError"),
+            ("reach capped at 3", lambda n, w: -(-distance_matrix(n) // min(reach(w), 3)),
+             "cnn_path_lengths(23, kernel_size=9): entry"),
         ],
         right=[
             ("float ceil", lambda n, w: torch.ceil(distance_matrix(n) / reach(w))),
@@ -87,6 +119,9 @@ MUTATIONS = {
             ("math.ceil in Python", _cnn_with_math_ceil),
             ("float64 division", lambda n, w: (distance_matrix(n).double() / reach(w)).ceil()),
             ("negated floor division", lambda n, w: -(-distance_matrix(n) // reach(w))),
+            ("layers counted up to each position", lambda n, w: torch.tensor(
+                [[sum(1 for _ in range(0, abs(i - j), reach(w))) for j in range(n)]
+                 for i in range(n)])),
         ],
     ),
     gradient_through_linear_rnn: Mutations(
@@ -114,11 +149,20 @@ MUTATIONS = {
              "gradient_through_linear_rnn(w, max_k=3) should have shape (4,), got (7,)"),
             ("float16", lambda w, max_k: gradient_through_linear_rnn.reference(w, max_k).half(),
              "only about 3 significant digits"),
+            ("the identity of a 4 × 4 W written in", _gradient_with_eye_4,
+             "your code raised RuntimeError"),
+            ("‖I‖ = 2 written in", lambda w, max_k: torch.cat(
+                [torch.tensor([2.0]), _norms(w, range(1, max_k + 1))]),
+             "entry 0 should be ‖W^0‖ = ‖I‖ = sqrt(3) for a 3 × 3 W"),
+            ("computed in float16", _gradient_in_float16, "only about 3 significant digits"),
         ],
         right=[
             ("repeated product in float64", _gradient_by_repeated_product),
             ("in place, torch.linalg.norm", _gradient_in_place),
             ("transposed matrix", lambda w, max_k: _norms(w.T, range(max_k + 1))),
+            ("singular values", lambda w, max_k: torch.stack([
+                torch.linalg.svdvals(torch.linalg.matrix_power(w, k)).pow(2).sum().sqrt()
+                for k in range(max_k + 1)])),
             ("einsum squares",
              lambda w, max_k: torch.stack([torch.einsum("ij,ij->", p, p).sqrt() for p in (
                  torch.linalg.matrix_power(w, k) for k in range(max_k + 1))])),

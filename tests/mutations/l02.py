@@ -84,6 +84,33 @@ def _nan_weights(q, k, v):
     return output, weights
 
 
+def _exp_without_the_max(q, k, v):
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)  # overflows far from 0
+    return weights @ v, weights
+
+
+def _d_k_8_written_in(q, k, v):
+    return _attention(q, k, v, scale=1 / math.sqrt(8))  # the first case's d_k
+
+
+def _in_float16(q, k, v):
+    q, k, v = q.half(), k.half(), v.half()  # the right formula, in half precision
+    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)
+    return weights @ v, weights
+
+
+def _logsumexp(q, k, v):
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    weights = (scores - scores.logsumexp(dim=-1, keepdim=True)).exp()
+    return weights @ v, weights
+
+
+def _projections_of_three_rows(x, w_q, w_k, w_v):
+    x = x.reshape(3, -1)  # the first case's n = 3 written in
+    return x @ w_q, x @ w_k, x @ w_v
+
+
 MUTATIONS = {
     project_qkv: Mutations(
         wrong=[
@@ -103,6 +130,10 @@ MUTATIONS = {
             ("integer result", lambda x, w_q, w_k, w_v: (x @ w_q, x @ w_k, (x @ w_v).long()),
              "floating-point"),
             ("hard-coded to the first X", _hard_coded_projection, "values are off"),
+            ("n = 3 written in", _projections_of_three_rows, "your code raised RuntimeError"),
+            ("d_k = 2 written in", lambda x, w_q, w_k, w_v: (x @ w_q[:, :2], x @ w_k[:, :2],
+                                                            x @ w_v),
+             "q (n, d_k) should have shape (7, 5), got (7, 2)"),
         ],
         right=[
             ("einsum", lambda x, w_q, w_k, w_v: tuple(torch.einsum("nd,de->ne", x, w)
@@ -141,6 +172,10 @@ MUTATIONS = {
             ("scaled by sqrt(n_k)", lambda q, k, v: _attention(q, k, v, 1 / math.sqrt(k.shape[0])),
              "sqrt(n_k)"),
             ("hard-coded to the first q, k, v", _hard_coded, "values are off"),
+            ("exp without subtracting the max", _exp_without_the_max,
+             "when the scores are in the thousands"),
+            ("d_k = 8 written in", _d_k_8_written_in, "values are off"),
+            ("computed in float16", _in_float16, "only about 3 significant digits"),
         ],
         right=[
             ("manual softmax", _manual_softmax),
@@ -148,6 +183,7 @@ MUTATIONS = {
             ("float64", _float64),
             ("einsum", _einsum),
             ("torch's own attention for the output", _torch_output),
+            ("softmax through logsumexp", _logsumexp),
         ],
     ),
 }

@@ -88,6 +88,15 @@ def _own_generator(d_k, n_pairs=20_000):
     return (q * k).sum(-1).var().item()
 
 
+def _reseeds_the_global_generator(d_k, n_pairs=20_000):
+    torch.manual_seed(0)  # the caller's random state is reset on every call
+    q, k = _pairs(d_k, n_pairs)
+    return (q * k).sum(-1).var().item()
+
+
+_MEASURED = {1: 0.99, 16: 16.2, 256: 251.0}  # a table of the sizes tried
+
+
 # ------------------------------------------------------------------ entropy
 def _log_base_2(w):
     return -(w * torch.log2(w.clamp_min(1e-30))).sum(-1)
@@ -133,6 +142,25 @@ def _nan_to_num_float64(w):
 def _in_place_with_epsilon(w):
     w.add_(1e-12)  # the caller's weights change too
     return -(w * torch.log(w)).sum(-1)
+
+
+def _first_sequence_only(w):
+    w = w[0] if w.dim() > 2 else w  # the first sequence of the batch
+    return -(w * torch.log(w.clamp_min(1e-30))).sum(-1)
+
+
+def _five_keys_written_in(w):
+    return -(w * torch.log(w.clamp_min(1e-30))).mean(-1) * 5  # n_k of the first case
+
+
+def _log_of_clamped_float32(w):
+    w = w.float()
+    return -(w * w.clamp_min(1e-8).log()).sum(dim=-1)
+
+
+def _entropy_as_logsumexp(w):  # H = -Σ p log p through the log-weights, zeros dropped
+    logs = torch.where(w > 0, w.log(), torch.zeros_like(w))
+    return -(w * logs).sum(-1)
 
 
 # ------------------------------------------------------------------ Jacobian
@@ -183,6 +211,22 @@ def _transposed(p):
     return (torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)).mT  # it is symmetric
 
 
+def _eye_4_written_in(p):
+    return torch.eye(4) * p.unsqueeze(-1) - p.unsqueeze(-1) * p.unsqueeze(-2)
+
+
+def _in_float16(p):
+    p = p.half()  # the right formula, in half precision
+    return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
+
+
+def _by_autograd(p):
+    scores = p.log().clamp_min(-1e4)  # softmax(log p) = p (a zero: any very negative score)
+    rows = scores.reshape(-1, p.shape[-1])  # (rows, n)
+    jacobians = torch.vmap(torch.func.jacrev(lambda s: s.softmax(-1)))(rows)  # (rows, n, n)
+    return jacobians.reshape(*p.shape, p.shape[-1])
+
+
 MUTATIONS = {
     measure_variance: Mutations(
         wrong=[
@@ -203,6 +247,10 @@ MUTATIONS = {
              "a formula, not a measurement"),
             ("variance of the input", lambda d_k, n_pairs=20_000: torch.tensor([d_k, 0.0]).var(),
              "a formula, not a measurement"),
+            ("reseeds the global generator", _reseeds_the_global_generator,
+             "torch.manual_seed inside the function"),
+            ("a table of the sizes tried", lambda d_k, n_pairs=20_000: _MEASURED[d_k],
+             "your code raised KeyError"),
         ],
         right=[
             ("einsum", _einsum),
@@ -229,12 +277,16 @@ MUTATIONS = {
             ("int result", lambda w: torch.zeros(w.shape[:-1], dtype=torch.long),
              "floating-point"),
             ("epsilon added in place", _in_place_with_epsilon, "changed its argument w in place"),
+            ("the first sequence only", _first_sequence_only, "should have shape (2, 3)"),
+            ("n_k = 5 written in", _five_keys_written_in, "the entropy of a uniform row"),
         ],
         right=[
             ("torch.special.entr", _special_entr),
             ("Categorical.entropy", _categorical),
             ("float64 with nan_to_num", _nan_to_num_float64),
             ("xlogy", lambda w: -torch.special.xlogy(w, w).sum(dim=-1)),
+            ("float32, log of weights clamped at 1e-8", _log_of_clamped_float32),
+            ("zero terms dropped with torch.where", _entropy_as_logsumexp),
         ],
     ),
     jacobian_of_softmax: Mutations(
@@ -246,12 +298,15 @@ MUTATIONS = {
             ("diagonal p(1-p) only", _diagonal_of_p_times_one_minus_p, "off-diagonal"),
             ("identity minus outer", _identity_minus_outer, "not the identity"),
             ("outer only", _outer_only, "add diag(p)"),
+            ("eye(4) written in", _eye_4_written_in, "your code raised RuntimeError"),
+            ("computed in float16", _in_float16, "only about 3 significant digits"),
         ],
         right=[
             ("einsum", _einsum_jacobian),
             ("p_i (δ_ij − p_j) in float64", _kronecker_form),
             ("in-place diagonal", _in_place_diagonal),
             ("transposed (symmetric)", _transposed),
+            ("autograd through softmax(log p)", _by_autograd),
         ],
     ),
 }

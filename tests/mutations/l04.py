@@ -36,7 +36,7 @@ SPLIT = Mutations(
          lambda x, h: x.view(x.shape[0], x.shape[1], _d_k(x, h), h).permute(0, 3, 1, 2),
          "a stride of 3"),
         ("hard-coded three heads", lambda x, h: x.view(x.shape[0], x.shape[1], 3, 4)
-         .transpose(1, 2), "split_heads(x, 4) should have shape (2, 4, 5, 3)"),
+         .transpose(1, 2), "split_heads(x (2, 5, 12), 4) should have shape (2, 4, 5, 3)"),
         ("transposed the wrong axes",
          lambda x, h: x.view(x.shape[0], x.shape[1], h, _d_k(x, h)).transpose(2, 3),
          "should have shape (2, 3, 5, 4), got (2, 5, 4, 3)"),
@@ -45,6 +45,13 @@ SPLIT = Mutations(
          lambda x, h: x.view(x.shape[0], x.shape[1], h, 4).transpose(1, 2),
          "your code raised RuntimeError"),
         ("int dtype", lambda x, h: attention.split_heads(x, h).long(), "floating-point"),
+        ("batch 2 written in", lambda x, h: x.view(2, -1, h, _d_k(x, h)).transpose(1, 2),
+         "your code raised RuntimeError"),
+        ("d_k for the head counts tried", lambda x, h: x.view(
+            x.shape[0], x.shape[1], h, {3: 4, 4: 3}[h]).transpose(1, 2),
+         "your code raised KeyError"),
+        ("the first sequence only", lambda x, h: attention.split_heads(x[:1], h),
+         "should have shape (2, 3, 5, 4), got (1, 3, 5, 4)"),
     ],
     right=[
         ("stack of chunks", lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1)),
@@ -52,6 +59,7 @@ SPLIT = Mutations(
         ("reshape + permute", lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1)
          .permute(0, 2, 1, 3)),
         ("float64", lambda x, h: x.double().view(x.shape[0], x.shape[1], h, -1).transpose(1, 2)),
+        ("tensor_split", lambda x, h: torch.stack(torch.tensor_split(x, h, dim=-1), dim=1)),
         ("einsum-free contiguous copy",
          lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).transpose(1, 2).contiguous()),
     ],
@@ -70,6 +78,11 @@ MERGE = Mutations(
         ("flatten heads and positions", lambda x: x.flatten(1, 2), "should have shape (2, 5, 12)"),
         ("sizes of the first x hard-coded", lambda x: x.transpose(1, 2).reshape(2, 5, 12),
          "for x (3, 4, 2, 5) should have shape (3, 2, 20)"),
+        ("d_k = 4 of the first x written in",
+         lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], x.shape[1] * 4),
+         "your code raised RuntimeError"),
+        ("the first sequence only", lambda x: x[:1].transpose(1, 2).reshape(
+            1, x.shape[2], -1), "should have shape (2, 5, 12), got (1, 5, 12)"),
     ],
     right=[
         ("cat of the heads", lambda x: torch.cat(x.unbind(dim=1), dim=-1)),
@@ -77,6 +90,7 @@ MERGE = Mutations(
         ("contiguous + view",
          lambda x: x.transpose(1, 2).contiguous().view(x.shape[0], x.shape[2], -1)),
         ("float64", lambda x: x.double().transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)),
+        ("movedim + flatten", lambda x: x.movedim(1, 2).flatten(-2)),
     ],
 )
 
@@ -132,6 +146,39 @@ def _loop_over_heads(query, key, value, p, num_heads):
     return output, torch.stack(all_weights, dim=1)
 
 
+def _loop_over_heads_stable(query, key, value, p, num_heads):
+    d_k = query.shape[-1] // num_heads
+    outputs, all_weights = [], []
+    for head in range(num_heads):
+        rows = slice(head * d_k, (head + 1) * d_k)
+        q = query @ p["w_q"][rows].T + p["b_q"][rows]  # (batch, n_q, d_k)
+        k = key @ p["w_k"][rows].T + p["b_k"][rows]
+        v = value @ p["w_v"][rows].T + p["b_v"][rows]
+        scores = q @ k.transpose(1, 2) / d_k ** 0.5
+        exp = (scores - scores.amax(dim=-1, keepdim=True)).exp()  # the row's max first
+        weights = exp / exp.sum(dim=-1, keepdim=True)
+        outputs.append(weights @ v)
+        all_weights.append(weights)
+    output = torch.cat(outputs, dim=-1) @ p["w_o"].T + p["b_o"]
+    return output, torch.stack(all_weights, dim=1)
+
+
+def _batch_of_two_written_in(query, key, value, p, num_heads):
+    output, weights = _mha(query, key, value, p, num_heads)
+    return output.reshape(2, *output.shape[1:]), weights
+
+
+def _first_sequence_only(query, key, value, p, num_heads):
+    output, weights = _mha(query[:1], key[:1], value[:1], p, num_heads)
+    return (output.expand(query.shape[0], -1, -1),
+            weights.expand(query.shape[0], -1, -1, -1))
+
+
+def _in_float16(query, key, value, p, num_heads):
+    p = {name: tensor.half() for name, tensor in p.items()}  # the right formula, in half
+    return _mha(query.half(), key.half(), value.half(), p, num_heads)
+
+
 def _float64_in_place(query, key, value, p, num_heads):
     p = {name: tensor.double() for name, tensor in p.items()}
     query, key, value = query.double(), key.double(), value.double()
@@ -146,7 +193,7 @@ def _float64_in_place(query, key, value, p, num_heads):
 
 
 def _package_module(query, key, value, p, num_heads):
-    module = MultiHeadAttention(query.shape[-1], num_heads)
+    module = MultiHeadAttention(query.shape[-1], num_heads).to(query.dtype)
     with torch.no_grad():
         for name in "qkvo":
             getattr(module, f"w_{name}").weight.copy_(p[f"w_{name}"])
@@ -187,9 +234,17 @@ ASSEMBLE = Mutations(
         ("output only", lambda q, k, v, p, h: _mha(q, k, v, p, h)[0], "a tuple (output, weights)"),
         ("in float16", lambda q, k, v, p, h: tuple(t.half() for t in _mha(q, k, v, p, h)),
          "only about 3 significant digits"),
+        ("loop over heads, exp without the max", _loop_over_heads,
+         "when the scores are in the thousands"),
+        ("head counts 3 and 5 special-cased",
+         lambda q, k, v, p, h: _mha(q, k, v, p, h if h in (3, 5) else 3), "num_heads=8"),
+        ("batch 2 written in", _batch_of_two_written_in, "your code raised RuntimeError"),
+        ("the first sequence of the batch only", _first_sequence_only,
+         "the weights of multi_head_attention(query, key, value, params, num_heads=3)"),
+        ("computed in float16", _in_float16, "only about 3 significant digits"),
     ],
     right=[
-        ("loop over heads, manual softmax", _loop_over_heads),
+        ("loop over heads, the row's max subtracted", _loop_over_heads_stable),
         ("float64, F.linear, in-place scale", _float64_in_place),
         ("the package module with copied weights", _package_module),
         ("F.scaled_dot_product_attention", _torch_sdpa),
@@ -228,6 +283,12 @@ COUNT = Mutations(
          "W_O has a bias too"),
         ("a string", lambda d, h, bias=True: "2362368", "should be a number"),
         ("NaN", lambda d, h, bias=True: float("nan"), "not a finite number"),
+        ("a table of the layers tried", lambda d, h, bias=True: {
+            768: 2362368, 1024: 4198400, 4096: 67108864, 10: 440, 12: 576}[d],
+         "your code raised KeyError"),
+        ("W_O counted for several heads only",
+         lambda d, h, bias=True: (4 if h > 1 else 3) * d * (d + bias),
+         "attention_parameters(96, 1, bias=True)"),
     ],
     right=[
         ("nn.MultiheadAttention on meta", _count_with_torch),

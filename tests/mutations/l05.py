@@ -42,6 +42,13 @@ def _combined_by_loops(lengths, seq_len):
     return mask
 
 
+def _combined_for_three_sentences(lengths, seq_len):
+    mask = torch.zeros(len(lengths), 1, seq_len, seq_len, dtype=torch.bool)
+    for b in range(3):  # the first batch's size written in
+        mask[b, 0] = causal_mask(seq_len) & (torch.arange(seq_len) < lengths[b])
+    return mask
+
+
 MASK_WRONG = [
     ("float mask", lambda lengths, n: (causal_mask(n) & _keys(lengths, n)).float(),
      "bool tensor"),
@@ -67,6 +74,12 @@ MASK_WRONG = [
      & _keys(lengths, n), "keep the diagonal"),
     ("padding on the left", lambda lengths, n: causal_mask(n)
      & padding_mask(lengths, max_len=n).flip(-1)[:, None], "a padded key is allowed"),
+    ("the first sentence's length for all", lambda lengths, n: causal_mask(n)
+     & _keys([lengths[0]] * len(lengths), n), "a padded key is allowed (sentence 1"),
+    ("a loop over three sentences", _combined_for_three_sentences,
+     "your code raised IndexError"),
+    ("seq_len capped at the first call's 5", lambda lengths, n: causal_mask(min(n, 5))
+     & _keys(lengths, min(n, 5)), "your code raised ValueError"),
 ]
 
 MASK_RIGHT = [
@@ -75,6 +88,9 @@ MASK_RIGHT = [
     ("index comparisons", _combined_by_index),
     ("in-place &=", _combined_in_place),
     ("loops", _combined_by_loops),
+    ("lengths as a tensor, broadcast", lambda lengths, n: (
+        torch.arange(n) <= torch.arange(n)[:, None])
+     & (torch.arange(n) < torch.as_tensor(lengths)[:, None, None, None])),
     ("not contiguous", lambda lengths, n: (causal_mask(n).T.T & _keys(lengths, n)).expand(
         len(lengths), 1, n, n)),
 ]
@@ -168,6 +184,19 @@ def _float16_weights(scores, mask):
     return _manual_with_max(scores.half(), mask)
 
 
+def _clamped_before_exp(scores, mask):
+    e = torch.exp(scores.clamp(-80, 80)) * mask  # no overflow, but the shape of the row is lost
+    total = e.sum(dim=-1, keepdim=True)
+    return e / total.masked_fill(total == 0, 1.0)
+
+
+def _finite_fill_then_rows_zeroed(fill):
+    def answer(scores, mask):
+        weights = torch.softmax(scores.masked_fill(~mask, fill), dim=-1)
+        return weights * mask.any(dim=-1, keepdim=True)
+    return answer
+
+
 WEIGHTS_WRONG = [
     ("max over every key: zero rows", _max_over_every_key, "gets all-zero weights"),
     ("max over every key: 0 / 0", _max_over_every_key_divided, "taken over the allowed keys"),
@@ -196,7 +225,18 @@ WEIGHTS_WRONG = [
     ("scores multiplied by the mask, then the weights",
      lambda s, m: torch.softmax(s * m, dim=-1) * m, "multiplied the scores by the mask"),
     ("the caller's scores filled in place", _in_place, "changed its argument scores in place"),
+    ("scores clamped to ±80 before exp", _clamped_before_exp, "weights has the right shape"),
+    ("a fill of -1e4 below the first cases' scores", _finite_fill_then_rows_zeroed(-1e4),
+     "a finite fill such as -20 or -1e4"),
 ]
+
+def _through_logsumexp(scores, mask):
+    # float64: a float32 logsumexp of scores near ±30 000 is rounded to 0.002
+    masked = scores.double().masked_fill(~mask, float("-inf"))
+    row_has_key = mask.any(dim=-1, keepdim=True).expand_as(masked)
+    log_total = torch.where(row_has_key, masked, 0.0).logsumexp(dim=-1, keepdim=True)
+    return torch.where(row_has_key, (masked - log_total).exp(), 0.0)
+
 
 def _where_throughout(scores, mask):
     mask = mask.expand_as(scores)
@@ -214,6 +254,7 @@ WEIGHTS_RIGHT = [
     ("course_utils attention with identity values", lambda s, m: scaled_dot_product_attention(
         s, torch.eye(s.shape[-1]), torch.eye(s.shape[-1]), mask=m, scale=1.0)[1]),
     ("in place on a copy of the weights", _in_place_on_the_softmax),
+    ("through logsumexp, in float64", _through_logsumexp),
 ]
 
 

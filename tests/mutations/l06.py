@@ -44,6 +44,11 @@ FLOPS_WRONG = [
     ("off by one", _with(lambda total, n, d, h, b: total + 1), "FlopCounterMode counts"),
     ("not a number", lambda n, d, h, b: "lots", "should be a number"),
     ("NaN", lambda n, d, h, b: float("nan"), "not a finite number"),
+    ("d_k = 8 of the first configurations written in",
+     lambda n, d, h, b: 8 * b * n * d * d + 4 * b * h * n * n * 8,
+     "for seq_len=50, d_model=60, num_heads=1, batch_size=5"),
+    ("a table of the configurations tried", lambda n, d, h, b: {
+        24: 811008, 40: 2088960, 96: 786432}[n], "your code raised KeyError"),
 ]
 
 FLOPS_RIGHT = [
@@ -52,6 +57,8 @@ FLOPS_RIGHT = [
     ("a numpy integer", lambda n, d, h, b: np.int64(layer_flops.reference(n, d, h, b))),
     ("a one-element tensor", lambda n, d, h, b: torch.tensor(layer_flops.reference(n, d, h, b))),
     ("4·n·d² + 2·n²·d, factored", lambda n, d, h, b: 4 * b * n * d * (2 * d + n)),
+    ("a list of the six products", lambda n, d, h, b: sum(
+        2 * m * k * p for m, k, p in [(b * n, d, d)] * 4 + [(b * h * n, d // h, n)] * 2)),
 ]
 
 
@@ -126,6 +133,34 @@ def _merge_assuming_b_larger(a, b):  # right max, but only a is rescaled, to b's
     return new_max, a[1] * scale_a + b[1], a[2] * scale_a + b[2]
 
 
+def _merge_with_exp_of_the_maxes(a, b):
+    new_max = torch.maximum(a[0], b[0])
+    scale_a = torch.exp(a[0]) / torch.exp(new_max)  # inf / inf once a max is in the hundreds
+    scale_b = torch.exp(b[0]) / torch.exp(new_max)
+    return new_max, a[1] * scale_a + b[1] * scale_b, a[2] * scale_a + b[2] * scale_b
+
+
+def _merge_to_one_max_for_the_batch(a, b):
+    new_max = torch.maximum(a[0].max(), b[0].max())  # one max for every row
+    scale_a, scale_b = torch.exp(a[0] - new_max), torch.exp(b[0] - new_max)
+    return (new_max.expand_as(a[0]), a[1] * scale_a + b[1] * scale_b,
+            a[2] * scale_a + b[2] * scale_b)
+
+
+def _merge_for_one_query_row(a, b):  # the first case's (2, 5, 1) written in
+    new_max = torch.maximum(a[0], b[0]).reshape(2, 5, 1)
+    scale_a, scale_b = torch.exp(a[0] - new_max), torch.exp(b[0] - new_max)
+    return new_max, a[1] * scale_a + b[1] * scale_b, a[2] * scale_a + b[2] * scale_b
+
+
+def _merge_through_logaddexp(a, b):
+    a, b = [tuple(t.double() for t in state) for state in (a, b)]  # log-sums near ±4000
+    new_max = torch.maximum(a[0], b[0])
+    log_sum = torch.logaddexp(a[1].log() + a[0], b[1].log() + b[0]) - new_max
+    scale_a, scale_b = torch.exp(a[0] - new_max), torch.exp(b[0] - new_max)
+    return new_max, log_sum.exp(), a[2] * scale_a + b[2] * scale_b
+
+
 _REMEMBERED = {}
 
 
@@ -149,12 +184,18 @@ MERGE_WRONG = [
     ("a's sum and out rescaled in place", _merge_in_place, "changed its argument a in place"),
     ("b assumed to hold the larger max", _merge_assuming_b_larger, "as if that one were always"),
     ("the first merge remembered", _first_merge_remembered, "the merged max should be the larger"),
+    ("exp(max) / exp(new_max)", _merge_with_exp_of_the_maxes,
+     "when the scores are in the thousands"),
+    ("one max for the whole batch", _merge_to_one_max_for_the_batch, "row by row"),
+    ("the first case's shape written in", _merge_for_one_query_row,
+     "your code raised RuntimeError"),
 ]
 
 MERGE_RIGHT = [
     ("addcmul", _merge_through_the_online_update),
     ("torch.where", _merge_with_where),
     ("in float32", _merge_in_float32),
+    ("sums through logaddexp, in float64", _merge_through_logaddexp),
     ("a list, not a tuple", lambda a, b: list(merge_partials.reference(a, b))),
 ]
 

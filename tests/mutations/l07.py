@@ -201,6 +201,46 @@ def _equivariance_as_0d_tensor(fn, x, perm):
     return torch.isclose(fn(x[:, perm]), fn(x)[:, perm]).all()  # a 0-d bool tensor
 
 
+def _sixteen_features_written_in(block, x):
+    h = block.norm1(x).reshape(x.shape[0], x.shape[1], 16)  # the first block's d_model
+    x = x + _attn(block, h)
+    return x + block.ffn(block.norm2(x))
+
+
+def _two_heads_by_hand(block, x):
+    attn, h = block.self_attn, block.norm1(x)
+    batch, seq_len, d_model = h.shape
+    q, k, v = (linear(h).view(batch, seq_len, 2, -1).transpose(1, 2)  # 2 heads written in
+               for linear in (attn.w_q, attn.w_k, attn.w_v))
+    weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+    heads = (weights @ v).transpose(1, 2).reshape(batch, seq_len, d_model)
+    x = x + attn.w_o(heads)
+    return x + block.ffn(block.norm2(x))
+
+
+def _first_sequence_only(fn, x, perm):
+    return torch.allclose(fn(x[:, perm])[0], fn(x)[:, perm][0])
+
+
+def _assert_close(fn, x, perm):
+    try:
+        torch.testing.assert_close(fn(x[:, perm]), fn(x)[:, perm])
+    except AssertionError:
+        return False
+    return True
+
+
+def _table_of_12_rows(seq_len, d_model):
+    return _table(12, d_model, torch.sin, torch.cos)[:seq_len]  # the first call's seq_len
+
+
+def _in_float16(seq_len, d_model):
+    position = torch.arange(seq_len, dtype=torch.float16)[:, None]  # the formula in half
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float16)
+    angle = position / 10000 ** (two_i / d_model)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+
+
 _REMEMBERED = {}
 
 
@@ -229,6 +269,9 @@ MUTATIONS = {
             ("integer output", lambda block, x: _pre_ln_block_reference(block, x).long(),
              "floating-point"),
             ("x += in place", _in_place, "changed its argument x in place"),
+            ("d_model = 16 written in", _sixteen_features_written_in,
+             "your code raised RuntimeError"),
+            ("2 heads written in", _two_heads_by_hand, "values are off"),
         ],
         right=[
             ("explicit q, k, v and FFN by hand", _explicit_qkv_and_ffn_by_hand),
@@ -274,6 +317,7 @@ MUTATIONS = {
              lambda fn, x, perm: int(torch.allclose(fn(x[:, perm]), fn(x)[:, perm])),
              "return True or False, got int"),
             ("always True", lambda fn, x, perm: True, "says it is"),
+            ("the first sequence only", _first_sequence_only, "not only the first"),
         ],
         right=[
             ("default allclose", _reference_equivariance),
@@ -281,6 +325,7 @@ MUTATIONS = {
             ("isclose(...).all()", _isclose_all),
             ("largest difference", _max_difference),
             ("compared in float32", _in_float32),
+            ("torch.testing.assert_close", _assert_close),
             ("numpy's bool", _equivariance_as_numpy_bool),
             ("0-d bool tensor", _equivariance_as_0d_tensor),
         ],
@@ -305,6 +350,9 @@ MUTATIONS = {
              "only about 3 significant digits"),
             ("d_model = 16 of the first call written in",
              lambda n, d: _table(n, 16, torch.sin, torch.cos)[:, :d], "when d_model=10"),
+            ("a table of 12 rows", _table_of_12_rows,
+             "sinusoidal_positions(40, 6) should have shape (40, 6), got (12, 6)"),
+            ("computed in float16", _in_float16, "only about 3 significant digits"),
         ],
         right=[
             ("float64 via exp and log", _float64_exp_log),

@@ -124,12 +124,30 @@ def additive_inf_mask(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def exp_without_the_max(q, k, v, mask=None):
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, NEG_INF)
+    exps = scores.exp()  # overflows once a score is in the hundreds
+    weights = exps / exps.sum(dim=-1, keepdim=True)
+    return weights @ v, weights
+
+
+def log_softmax_exp(q, k, v, mask=None):
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, NEG_INF)
+    weights = scores.log_softmax(dim=-1).exp()
+    return weights @ v, weights
+
+
 RIGHT = [("einsum, manual softmax, torch.where", einsum_manual_softmax),
          ("computed in float64, cast back", in_float64),
          ("finfo(dtype).min fill, transpose(-1, -2)", finfo_min_fill),
          ("in-place ops on its own tensors", in_place),
          ("torch's F.scaled_dot_product_attention", via_torch_sdpa),
-         ("additive -inf mask", additive_inf_mask)]
+         ("additive -inf mask", additive_inf_mask),
+         ("log_softmax, then exp", log_softmax_exp)]
 
 MUTATIONS = {
     fix_encoder_attention: Mutations(
@@ -157,6 +175,8 @@ MUTATIONS = {
             ("weights transposed before @ v", weights_transposed, "it raised RuntimeError"),
             ("the caller's q scaled in place", scales_callers_q, "changed its argument q in place"),
             ("a finite fill of -1e4", attention(fill=-1e4), "filled with a finite"),
+            ("a finite fill of -30", attention(fill=-30.0), "[fill below every score]"),
+            ("exp without subtracting the max", exp_without_the_max, "exp() overflowed"),
         ],
         right=RIGHT,
     ),
@@ -184,6 +204,8 @@ MUTATIONS = {
             ("float16's min -65504 hard-coded", attention(fill=-65504.0),
              "filled with a finite"),
             ("the caller's q scaled in place", scales_callers_q, "changed its argument q in place"),
+            ("a finite fill of -30", attention(fill=-30.0), "[fill below every score]"),
+            ("exp without subtracting the max", exp_without_the_max, "exp() overflowed"),
         ],
         right=RIGHT,
     ),

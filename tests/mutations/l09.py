@@ -113,6 +113,30 @@ def _tensor_answer(example, causal=False):
     return _weights(example, causal).argmax(dim=-1)
 
 
+def _first_key_above_half(example, causal=False):
+    weights = _weights(example, causal)  # the key "most attended" when it has over half the weight
+    return [example.tokens[int(row.argmax())] if row.max() > 0.5 else example.tokens[q]
+            for q, row in enumerate(weights)]
+
+
+def _exp_in_float32_without_the_max(example, causal=False):
+    scores = example.queries @ example.keys.T / math.sqrt(example.queries.shape[-1])
+    if causal:
+        n = len(example.tokens)
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    weights = scores.exp() / scores.exp().sum(-1, keepdim=True)  # inf / inf = NaN past 88
+    return _words(example, weights.argmax(-1).tolist())
+
+
+def _ten_words_at_most(example, causal=False):
+    return _words(example, _weights(example, causal).argmax(dim=-1).tolist()[:10])
+
+
+def _by_sorting(example, causal=False):
+    order = _weights(example, causal).double().sort(dim=-1, descending=True, stable=True)
+    return _words(example, order.indices[:, 0].tolist())
+
+
 MOST_WRONG = [
     ("argmax over the column", _column_argmax, "each column"),
     ("ignores the causal mask", _no_mask, "ignore the causal mask"),
@@ -124,6 +148,9 @@ MOST_WRONG = [
     ("q·q instead of q·k", _query_dot_query, "attends most to"),
     ("off by one", _off_by_one, "you said"),
     ("one word only", lambda example, causal=False: example.tokens[0], "list of words"),
+    ("the key above 0.5, else the word itself", _first_key_above_half, "attends most to"),
+    ("exp in float32 without the max", _exp_in_float32_without_the_max, "attends most to"),
+    ("ten words at most", _ten_words_at_most, "return 14 words, one per query, got 10"),
 ]
 
 
@@ -160,6 +187,7 @@ MOST_RIGHT = [
     ("einsum, float64, manual softmax, finfo.min", _manual_float64),
     ("without the scale", _no_scale_same_ranking),
     ("in-place ops, a tuple", _in_place),
+    ("stable descending sort, first index", _by_sorting),
     ("scores only, no softmax", lambda example, causal=False: _words(
         example, _weights(example, causal).log().argmax(-1).tolist())),
 ]

@@ -74,6 +74,25 @@ def _int_weights(x, attention_mask, attn, head):
     return (_wrong_head()(x, attention_mask, attn, head) * 100).long()
 
 
+def _first_sequence_only(x, attention_mask, attn, head):
+    weights = _wrong_head()(x[:1], attention_mask[:1], attn, head)  # the first sentence's map
+    return weights.expand(x.shape[0], -1, -1)
+
+
+def _exp_without_the_max(x, attention_mask, attn, head):
+    q, k, d_k = _qk(x, attn, head)
+    exp = torch.exp(q @ k.mT / math.sqrt(d_k)) * attention_mask[:, None, :]  # overflows
+    return exp / exp.sum(dim=-1, keepdim=True)
+
+
+def _four_heads_written_in(x, attention_mask, attn, head):
+    d_k = attn.d_model // 4  # the first case's num_heads
+    rows = slice(head * d_k, (head + 1) * d_k)
+    q, k = attn.w_q(x)[..., rows], attn.w_k(x)[..., rows]
+    scores = (q @ k.mT / math.sqrt(d_k)).masked_fill(~attention_mask[:, None, :], -math.inf)
+    return scores.softmax(-1)
+
+
 ONE_HEAD_WRONG = [
     ("float16 weights", lambda x, m, attn, head: one_head_weights.reference(x, m, attn, head)
      .half(), "only about 3 significant digits"),
@@ -99,6 +118,11 @@ ONE_HEAD_WRONG = [
     ("integer tensor", _int_weights, "floating-point tensor"),
     ("NaN", lambda x, m, attn, head: torch.full((x.shape[0], x.shape[1], x.shape[1]), math.nan),
      "contains NaN"),
+    ("the first sentence only", _first_sequence_only, "padded keys get weight"),
+    ("exp without subtracting the max", _exp_without_the_max,
+     "when the scores are in the thousands"),
+    ("4 heads written in", _four_heads_written_in, "head 0's weights (d_model=24, 3 heads)"),
+    ("a finite fill of -30", _wrong_head(fill=-30.0), "padded keys get weight"),
 ]
 
 
@@ -136,11 +160,18 @@ def _in_place(x, attention_mask, attn, head):
     return scores.softmax(-1)
 
 
+def _log_softmax(x, attention_mask, attn, head):
+    q, k, d_k = _qk(x, attn, head)
+    scores = (q @ k.mT / math.sqrt(d_k)).masked_fill(~attention_mask[:, None, :], -math.inf)
+    return scores.log_softmax(dim=-1).exp()
+
+
 ONE_HEAD_RIGHT = [
     ("einsum + split_heads + finfo.min", _einsum),
     ("float64 + manual softmax", _float64_manual_softmax),
     ("the module's own weights", _the_module_itself),
     ("in-place ops, -1e9", _in_place),
+    ("log_softmax, then exp", _log_softmax),
 ]
 
 
@@ -178,6 +209,11 @@ def _argmin(weights):
 
 
 PREVIOUS_WRONG = [
+    ("median instead of mean", lambda weights: divmod(int(weights.diagonal(
+        offset=-1, dim1=-2, dim2=-1).median(-1).values.argmax()), weights.shape[1]),
+     "not the median"),
+    ("3 heads per layer written in", lambda weights: divmod(int(weights.diagonal(
+        offset=-1, dim1=-2, dim2=-1).mean(-1).argmax()), 3), "divmod(index, num_heads)"),
     ("next token (offset=+1)", _by_offset(+1), "*next* token"),
     ("itself (offset=0)", _by_offset(0), "the token itself"),
     ("max instead of mean", _by_offset(-1, reduce="max"), "do not take the max"),
@@ -185,7 +221,7 @@ PREVIOUS_WRONG = [
     ("divmod by num_layers", _wrong_divmod, "divmod(index, num_heads)"),
     ("(head, layer)", _swapped, "is (head, layer)"),
     ("argmin", _argmin, "argmax, not argmin"),
-    ("hard-coded answer of the real model", lambda weights: (0, 2), "another head puts more"),
+    ("hard-coded answer of the real model", lambda weights: (0, 2), "not the median"),
     ("the scores", lambda weights: weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1),
      "return two ints"),
     ("floats", lambda weights: tuple(float(i) for i in previous_token_head.reference(weights)),
@@ -225,11 +261,19 @@ def _numpy(weights):
     return np.unravel_index(score.argmax(), score.shape)  # numpy ints
 
 
+def _layer_by_layer(weights):  # the best head of each layer, then the best of those
+    score = weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1)  # (layers, heads)
+    best_heads = score.argmax(dim=1)  # (layers,)
+    layer = int(score.gather(1, best_heads[:, None]).argmax())
+    return layer, int(best_heads[layer])
+
+
 PREVIOUS_RIGHT = [
     ("python loops", _loops),
     ("shifted slices, list of tensors", _shifted_slices),
     ("eye below the diagonal + einsum", _eye_below),
     ("numpy unravel_index", _numpy),
+    ("the best head of each layer, then the best layer", _layer_by_layer),
 ]
 
 MUTATIONS = {

@@ -199,6 +199,50 @@ def _sum_over_batch(logits, tokens, k):
     return right.sum(dim=0) / tokens.shape[0]
 
 
+def _small_angle(x1, x2, position, frequency):  # cos a ≈ 1 - a²/2, sin a ≈ a
+    a = position * frequency
+    cos, sin = 1 - a * a / 2, a
+    return x1 * cos - x2 * sin, x2 * cos + x1 * sin
+
+
+def _in_float16_cast_back(x1, x2, position, frequency):
+    h1, h2 = x1.half(), x2.half()  # the right formula, in half precision
+    angle = torch.tensor(position * frequency, dtype=torch.float16)
+    return (h1 * angle.cos() - h2 * angle.sin()).to(x1.dtype), \
+        (h2 * angle.cos() + h1 * angle.sin()).to(x1.dtype)
+
+
+def _modulo_pi(x1, x2, position, frequency):  # a half turn taken for a whole one
+    return _turned(x1, x2, math.fmod(position * frequency, math.pi))
+
+
+def _angle_modulo_two_pi(x1, x2, position, frequency):
+    return _turned(x1, x2, math.remainder(position * frequency, 2 * math.pi))
+
+
+_TRIED = (8, 4, 1, 16, 12, 6)
+_SLOPE_TABLE = {n: alibi_slopes(n) for n in range(1, 17)}
+
+
+def _batch_of_40(logits, tokens, k):
+    right = logits.argmax(-1)[:, k:] == tokens[:, :-k]
+    return right.float().sum(dim=0) / 40  # the first cases' batch size
+
+
+def _first_sequence_only(logits, tokens, k):
+    return (logits[0].argmax(-1)[k:] == tokens[0, :-k]).float()
+
+
+def _ids_below_ten(logits, tokens, k):
+    answers = torch.nn.functional.one_hot(tokens, 10).argmax(-1)  # ids up to 9 only
+    return (logits.argmax(-1)[:, k:] == answers[:, :-k]).float().mean(0)
+
+
+def _gathered_logits(logits, tokens, k):
+    answer_logits = logits[:, k:].gather(-1, tokens[:, :-k, None])[..., 0]  # (batch, n - k)
+    return (answer_logits >= logits[:, k:].amax(-1)).double().mean(0)
+
+
 MUTATIONS = {
     rotate_pair: Mutations(
         wrong=[
@@ -214,8 +258,13 @@ MUTATIONS = {
             ("float16 pair", lambda x1, x2, position, frequency: tuple(
                 t.half() for t in _turned(x1, x2, position * frequency)),
              "only about 3 significant digits"),
+            ("small-angle approximation", _small_angle, "not a rotation"),
+            ("computed in float16, cast back", _in_float16_cast_back,
+             "right to about 3 significant digits only"),
+            ("angle modulo π", _modulo_pi, "position=1000, frequency=0.5), x1_new has the right"),
         ],
         right=[
+            ("angle reduced modulo 2π first", _angle_modulo_two_pi),
             ("rotation matrix", _rotation_matrix),
             ("complex numbers", _complex_numbers),
             ("numpy floats", _numpy_floats),
@@ -231,6 +280,10 @@ MUTATIONS = {
             ("rounded up power", _rounded_up_power, "alibi_slopes(12)"),
             ("one fewer", _one_fewer, "one slope per head"),
             ("integer exponent", _integer_exponent, "alibi_slopes(16)"),
+            ("the counts tried special-cased",
+             lambda n: alibi_slopes(n) if n in _TRIED else _closed_form_always(n),
+             "alibi_slopes(5): 5 is not a power of two"),
+            ("a table up to 16 heads", lambda n: _SLOPE_TABLE[n], "your code raised KeyError"),
         ],
         right=[
             ("recursive float64", _recursive_float64),
@@ -250,12 +303,17 @@ MUTATIONS = {
             ("first k positions included", _rolled, "no token k places back"),
             ("averaged over positions", _over_positions, "averaged over the positions"),
             ("k + 1 back", _k_plus_one, "off by one"),
+            ("batch size 40 written in", _batch_of_40,
+             "accuracy_by_position(logits (13, 10, 300), tokens, k=2) has the right shape"),
+            ("the first sequence only", _first_sequence_only, "has the right shape"),
+            ("token ids below 10 only", _ids_below_ten, "your code raised RuntimeError"),
         ],
         right=[
             ("loop in float64", _loop),
             ("max equals the answer's logit", _max_equals),
             ("numpy list", _numpy),
             ("sum over the batch", _sum_over_batch),
+            ("the answer's logit is the row's max", _gathered_logits),
         ],
     ),
 }

@@ -227,6 +227,44 @@ def _log_softmax_float64(logits, temperature, generator):
     return torch.multinomial(probabilities, num_samples=1, generator=generator).view(-1)
 
 
+def _exp_without_the_max(q, k, v, k_cache, v_cache):
+    keys, values = torch.cat((k_cache, k), dim=2), torch.cat((v_cache, v), dim=2)
+    n_new, n_k = q.shape[2], keys.shape[2]
+    scores = q @ keys.mT / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~causal_mask(n_new, n_k), float("-inf"))
+    exps = scores.exp()  # overflows once a score is in the hundreds
+    return exps / exps.sum(-1, keepdim=True) @ values, keys, values
+
+
+def _fill_of_minus_30(q, k, v, k_cache, v_cache):
+    keys, values = torch.cat((k_cache, k), dim=2), torch.cat((v_cache, v), dim=2)
+    n_new, n_k = q.shape[2], keys.shape[2]
+    scores = q @ keys.mT / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~causal_mask(n_new, n_k), -30.0)  # "small enough"
+    return scores.softmax(-1) @ values, keys, values
+
+
+def _exp_of_logits(logits, temperature, generator):
+    weights = torch.exp(logits / temperature)  # inf once a logit / temperature passes 88
+    return torch.multinomial(weights, 1, generator=generator)[:, 0]
+
+
+def _reseeds_the_generator(logits, temperature, generator):
+    generator.manual_seed(0)  # every call starts over: the same tokens again
+    return _reference(logits, temperature, generator)
+
+
+def _private_generator(logits, temperature, generator):
+    private = torch.Generator().manual_seed(generator.initial_seed())  # a copy, never advanced
+    return _reference(logits, temperature, private)
+
+
+def _max_subtracted_by_hand(logits, temperature, generator):
+    scaled = logits / temperature
+    weights = (scaled - scaled.amax(-1, keepdim=True)).exp()  # at most 1: no overflow
+    return torch.multinomial(weights, 1, generator=generator).flatten()
+
+
 MUTATIONS = {
     inputs_and_targets: Mutations(
         wrong=[
@@ -239,6 +277,10 @@ MUTATIONS = {
             ("not shifted", _not_shifted, "shifted by exactly one"),
             ("float targets", _float_targets, "integer tensor"),
             ("one tensor", _one_tensor, "(inputs, targets)"),
+            ("the first case's width written in", lambda w: (w[:, :8], w[:, 1:9]),
+             "tokens per window"),
+            ("the first window only", lambda w: (w[:1, :-1], w[:1, 1:]),
+             "should have shape (3, 8)"),
         ],
         right=[
             ("explicit indices", _explicit_indices),
@@ -258,6 +300,9 @@ MUTATIONS = {
             ("mask aligned to the start", _mask_aligned_to_start, "aligned to the first key"),
             ("new positions first", _new_positions_first, "before the cached ones"),
             ("old cache returned", _old_cache_returned, "returned k_cache"),
+            ("exp without subtracting the max", _exp_without_the_max,
+             "when the scores are in the thousands"),
+            ("a finite fill of -30", _fill_of_minus_30, "output has the right shape"),
         ],
         right=[
             ("course attention", _course_attention),
@@ -276,12 +321,18 @@ MUTATIONS = {
             ("global random state", _global_random_state, "generator you are given"),
             ("(batch, 1)", _column, "(batch,)"),
             ("float ids", _float_ids, "integer tensor"),
+            ("exp(logits / temperature)", _exp_of_logits, "your code raised RuntimeError"),
+            ("reseeds the caller's generator", _reseeds_the_generator,
+             "both calls drew the same 64 tokens"),
+            ("a private generator seeded from the caller's", _private_generator,
+             "the caller's generator did not move"),
         ],
         right=[
             ("power of the probabilities", _power_of_probabilities),
             ("Gumbel-max", _gumbel_max),
             ("inverse CDF", _inverse_cdf),
             ("log-softmax in float64", _log_softmax_float64),
+            ("the row's max subtracted by hand", _max_subtracted_by_hand),
         ],
     ),
 }

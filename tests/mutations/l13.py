@@ -216,6 +216,51 @@ def _targets_backwards(tokens):
     return targets
 
 
+def _median_not_mean(weights, period):
+    queries = torch.arange(period, weights.shape[-1])
+    picked = weights[..., queries, queries - period + 1].movedim(0, -2)  # (layers, heads, b, q)
+    return picked.flatten(-2).median(dim=-1).values
+
+
+def _first_sequence_only(weights, period):
+    queries = torch.arange(period, weights.shape[-1])
+    return weights[0][..., queries, queries - period + 1].mean(dim=-1)
+
+
+def _previous_first_sequence_only(weights):
+    n = weights.shape[-1]
+    return weights[0][..., torch.arange(1, n), torch.arange(n - 1)].mean(dim=-1)
+
+
+def _previous_median(weights):
+    picked = weights.diagonal(offset=-1, dim1=-2, dim2=-1).movedim(0, -2)  # (layers, heads, b, q)
+    return picked.flatten(-2).median(dim=-1).values
+
+
+def _table_of_ten_ids(tokens):
+    last_seen = torch.full((10,), -1)  # one slot per token id: ids up to 9 only
+    targets = torch.full_like(tokens, -1)
+    for t, token in enumerate(tokens.tolist()):
+        if last_seen[token] >= 0:
+            targets[t] = last_seen[token] + 1
+        last_seen[token] = t
+    return targets
+
+
+def _targets_in_a_tensor_table(tokens):
+    last_seen = torch.full((int(tokens.max()) + 1,), -1)  # sized by the ids that came
+    targets = torch.full_like(tokens, -1)
+    for t, token in enumerate(tokens.tolist()):
+        if last_seen[token] >= 0:
+            targets[t] = last_seen[token] + 1
+        last_seen[token] = t
+    return targets
+
+
+def _first_thirty_positions(tokens):
+    return _targets_dict_list(tokens[:30]) + [-1] * max(0, len(tokens) - 30)
+
+
 MUTATIONS = {
     induction_score: Mutations(
         wrong=[
@@ -228,6 +273,8 @@ MUTATIONS = {
             ("summed", _summed, "summed"),
             ("batch kept", _batch_kept, "kept the batch"),
             ("(heads, layers)", _heads_by_layers, "(heads, layers)"),
+            ("median instead of mean", _median_not_mean, "values are off"),
+            ("the first sequence of the batch only", _first_sequence_only, "values are off"),
         ],
         right=[
             ("loop in float64", _induction_loop),
@@ -245,6 +292,9 @@ MUTATIONS = {
             ("key and query swapped", _previous_swapped, "(query, key)"),
             ("summed", _previous_summed, "summed"),
             ("mean over heads", _previous_over_heads, "(layers, heads)"),
+            ("median instead of mean", _previous_median, "values are off"),
+            ("the first sequence of the batch only", _previous_first_sequence_only,
+             "values are off"),
         ],
         right=[
             ("loop in float64", _previous_loop),
@@ -261,12 +311,16 @@ MUTATIONS = {
             ("0 for a new token", _zero_for_new, "not 0"),
             ("+ 2", _plus_two, "one too far"),
             ("float positions", _float_positions, "integer positions"),
+            ("a table for token ids below 10", _table_of_ten_ids, "your code raised IndexError"),
+            ("the first 30 positions only", _first_thirty_positions,
+             "… (200 ids)]) has the right shape"),
         ],
         right=[
             ("dict, list of ints", _targets_dict_list),
             ("comparison matrix", _targets_matrix),
             ("numpy int32", _targets_numpy),
             ("search backwards", _targets_backwards),
+            ("a table sized by the largest id", _targets_in_a_tensor_table),
         ],
     ),
 }

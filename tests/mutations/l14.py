@@ -228,6 +228,77 @@ def _numpy_result(x, attn):
         return _step(x, attn).numpy()
 
 
+def _rms_in_float16_cast_back(x, weight, eps):
+    h = x.half()  # the right formula, in half precision
+    return (weight.half() * h * torch.rsqrt(h.float().square().mean(-1, keepdim=True)
+                                            .half() + eps)).to(x.dtype)
+
+
+def _eight_features_written_in(x, weight, eps):
+    return weight * x / torch.sqrt(x.square().sum(-1, keepdim=True) / 8 + eps)
+
+
+def _rms_over_the_first_row(x, weight, eps):
+    first = x.reshape(-1, x.shape[-1])[:1]  # the first position's mean square for all
+    return weight * x / torch.sqrt(first.square().mean() + eps)
+
+
+def _rms_by_einsum(x, weight, eps):
+    mean_square = torch.einsum("...d,...d->...", x, x)[..., None] / x.shape[-1]
+    return x * weight / (mean_square + eps).sqrt()
+
+
+def _group_for_the_counts_tried(k, num_heads):
+    group = {9: 3, 8: 4, 4: num_heads // k.shape[1]}[num_heads]
+    return k.repeat_interleave(group, dim=1)
+
+
+def _by_index_of_each_query_head(k, num_heads):
+    heads = torch.arange(num_heads) * k.shape[1] // num_heads  # h // group
+    return k[:, heads]
+
+
+def _exp_without_the_max(x, attn):
+    batch, seq_len = x.shape[:2]
+    d_k, group = attn.d_k, attn.num_heads // attn.num_kv_heads
+    positions = torch.arange(seq_len)
+    q = apply_rope(attn.w_q(x).view(batch, seq_len, -1, d_k).transpose(1, 2), positions,
+                   attn.rope_base)
+    k = apply_rope(attn.w_k(x).view(batch, seq_len, -1, d_k).transpose(1, 2), positions,
+                   attn.rope_base).repeat_interleave(group, dim=1)
+    scores = (q @ k.mT / math.sqrt(d_k)).masked_fill(~causal_mask(seq_len), -math.inf)
+    exps = scores.exp()  # overflows once a score is in the hundreds
+    return exps / exps.sum(-1, keepdim=True)
+
+
+def _rope_small_angles(x, attn):  # cos a ≈ 1, sin a ≈ a: fine for a few positions only
+    batch, seq_len = x.shape[:2]
+    d_k, group = attn.d_k, attn.num_heads // attn.num_kv_heads
+    theta = attn.rope_base ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+    angles = torch.arange(seq_len, dtype=torch.float64)[:, None] * theta
+    cos, sin = (1 - angles ** 2 / 2).repeat(1, 2), angles.repeat(1, 2)
+
+    def rotate(t):
+        return t * cos + torch.cat([-t[..., d_k // 2:], t[..., :d_k // 2]], dim=-1) * sin
+
+    q = rotate(attn.w_q(x).view(batch, seq_len, -1, d_k).transpose(1, 2))
+    k = rotate(attn.w_k(x).view(batch, seq_len, -1, d_k).transpose(1, 2))
+    scores = q @ k.repeat_interleave(group, dim=1).mT / math.sqrt(d_k)
+    return scores.masked_fill(~causal_mask(seq_len), -math.inf).softmax(-1)
+
+
+def _finite_fill(x, attn):
+    batch, seq_len = x.shape[:2]
+    d_k, group = attn.d_k, attn.num_heads // attn.num_kv_heads
+    positions = torch.arange(seq_len)
+    q = apply_rope(attn.w_q(x).view(batch, seq_len, -1, d_k).transpose(1, 2), positions,
+                   attn.rope_base)
+    k = apply_rope(attn.w_k(x).view(batch, seq_len, -1, d_k).transpose(1, 2), positions,
+                   attn.rope_base).repeat_interleave(group, dim=1)
+    scores = (q @ k.mT / math.sqrt(d_k)).masked_fill(~causal_mask(seq_len), -30.0)
+    return scores.softmax(-1)
+
+
 MUTATIONS = {
     rms_norm: Mutations(
         wrong=[
@@ -241,12 +312,18 @@ MUTATIONS = {
             ("no square root", _no_sqrt, "square root"),
             ("sum of squares", _sum_of_squares, "sum of squares"),
             ("float16", _half_precision, "float16"),
+            ("computed in float16, cast back", _rms_in_float16_cast_back,
+             "right to about 3 significant digits only"),
+            ("d_model = 8 written in", _eight_features_written_in, "rms_norm(x (4, 6)"),
+            ("the first position's mean square for all", _rms_over_the_first_row,
+             "values are off"),
         ],
         right=[
             ("rsqrt", _rsqrt),
             ("F.rms_norm", _torch_functional),
             ("numpy", _numpy),
             ("float32 via the norm", _float32_norm),
+            ("einsum", _rms_by_einsum),
         ],
     ),
     expand_kv_heads: Mutations(
@@ -258,12 +335,15 @@ MUTATIONS = {
             ("repeated num_heads times", _too_many, "along the heads axis"),
             ("along the positions", _along_positions, "along the heads axis"),
             ("along the features", _along_features, "along the heads axis"),
+            ("group sizes of the counts tried", _group_for_the_counts_tried,
+             "your code raised KeyError"),
         ],
         right=[
             ("expand and reshape", _expand_reshape),
             ("index_select", _index_select),
             ("loop", _loop),
             ("numpy repeat", _numpy_repeat),
+            ("an index per query head", _by_index_of_each_query_head),
         ],
     ),
     rope_attention_weights: Mutations(
@@ -278,6 +358,10 @@ MUTATIONS = {
             ("no mask", _no_mask, "causal mask"),
             ("mask after softmax", _mask_after, "after the softmax"),
             ("softmax over queries", _over_queries, "over the queries"),
+            ("exp without subtracting the max", _exp_without_the_max,
+             "when the scores are in the thousands"),
+            ("RoPE with small-angle cos and sin", _rope_small_angles, "values are off"),
+            ("a finite fill of -30", _finite_fill, "values are off"),
         ],
         right=[
             ("RoPE by hand", _rope_by_hand),
