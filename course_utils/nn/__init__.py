@@ -1,0 +1,1 @@
+"""Attention mechanisms: the cores that later layers (models, experiments) build on."""
