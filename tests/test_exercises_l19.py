@@ -9,7 +9,11 @@ import torch
 
 from course_utils.exercises.l19 import chunk_boundary, delta_update, recurrent_step
 from course_utils.language import set_language
-from course_utils.nn.linear_attention import delta_rule_step, linear_attention, linear_attention_step
+from course_utils.nn.linear_attention import (
+    delta_rule_step,
+    linear_attention,
+    linear_attention_step,
+)
 from tests.exercise_checks import Mutations
 from tests.test_exercises_masks import exercise_cells, run_alone
 

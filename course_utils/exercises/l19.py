@@ -193,11 +193,11 @@ def _check_delta(answer):
         expect_shape(got, want.shape, _("the new state"))
         reject_half_precision(got, want, _("the new state"))
         recalled = (k_t.unsqueeze(-2) @ state).squeeze(-2)
+        b = beta.unsqueeze(-1)
 
-        def write(correction):
+        def write(correction, state=state, k_t=k_t):
             return state + k_t.unsqueeze(-1) * correction.unsqueeze(-2)
 
-        b = beta.unsqueeze(-1)
         _first_match(got, [
             (write(b * v_t), _(
                 "that is linear attention's write: the delta rule first removes what the "
