@@ -202,7 +202,7 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
     matter. The batches run round-robin, one of each function per repeat, so what remains
     of the machine's noise hits all of them alike and their ratios stay meaningful.
 
-    Used in lessons 01, 06 and 12.
+    Used in lessons 01, 06, 12 and 19.
     """
     require_positive_int("repeats", repeats)
     if not isinstance(calls, dict) or not calls:
