@@ -1,0 +1,1 @@
+"""Each lesson's experiments, one module per lesson (``lNN_<topic>``)."""

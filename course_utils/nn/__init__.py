@@ -1,0 +1,2 @@
+"""The attention core: attention, masks, positions, the KV cache, the blocks,
+training and generation."""
