@@ -158,7 +158,7 @@ TILE_WRONG = [
     ("no 1/sqrt(d_k) in dQ, dK", _tile_unscaled_gradients, "off by the factor 1/sqrt(d_k)"),
     ("scores recomputed unscaled", _tile_unscaled_scores, "exactly as the forward pass"),
     ("exp(S) / exp(L)", _tile_exp_then_divide, "compute exp(S - L) in one go"),
-    ("d_q and d_k swapped", _tile_swapped, "in the order (d_q, d_k, d_v)"),
+    ("grad_q and grad_k swapped", _tile_swapped, "in the order (grad_q, grad_k, grad_v)"),
     ("not a tuple", lambda *args: tile_backward.reference(*args)[0], "tuple of 3 tensors"),
     ("in float16", lambda *args: tuple(t.half() for t in tile_backward.reference(*args)),
      "only about 3 significant digits"),

@@ -10,10 +10,11 @@ from course_utils.experiments.l16_flash import (
     naive_attention,
     saved_bytes,
     tile_share,
-    train_both_ways,
+    train_with_attention,
     training_flops,
 )
 from course_utils.gpt import GPT
+from course_utils.nn.flash_attention import flash_attention
 
 
 def test_saved_bytes_naive_grows_like_n_squared_flash_like_n():
@@ -47,10 +48,15 @@ def test_gpt_logits_with_naive_attention_is_the_models_own_forward():
     torch.testing.assert_close(logits, model(tokens))
 
 
-def test_training_both_ways_gives_the_same_losses():
-    losses = train_both_ways(_tiny_gpt(), torch.randint(0, 11, (200,)), 3, seed=0,
-                             batch_size=2, block_size=5)
-    assert losses["naive"] == pytest.approx(losses["flash"], rel=1e-5)
+def test_training_with_either_attention_gives_the_same_losses():
+    model, tokens = _tiny_gpt(), torch.randint(0, 11, (200,))
+    before = [p.clone() for p in model.parameters()]
+    naive = train_with_attention(model, tokens, 3, 0, lambda q, k, v: naive_attention(
+        q, k, v, causal=True), batch_size=2)
+    flash = train_with_attention(model, tokens, 3, 0, lambda q, k, v: flash_attention(
+        q, k, v, causal=True, block_size=5), batch_size=2)
+    assert naive == pytest.approx(flash, rel=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 _model = _tiny_gpt()
@@ -68,8 +74,12 @@ BAD_INPUTS = [
                  TypeError, ("attention", "function", "str"), id="gpt_logits: not callable"),
     pytest.param(gpt_logits, ("model", torch.zeros(1, 4, dtype=torch.long), print), {},
                  TypeError, ("model", "GPT", "str"), id="gpt_logits: not a GPT"),
-    pytest.param(train_both_ways, (_model, torch.full((50,), 11), 3, 0), {}, ValueError,
-                 ("tokens", "0..10", "11"), id="train_both_ways: token id out of range"),
-    pytest.param(train_both_ways, (_model, torch.zeros(50, dtype=torch.long), 0, 0), {},
-                 ValueError, ("steps", "positive int", "got 0"), id="train_both_ways: 0 steps"),
+    pytest.param(train_with_attention, (_model, torch.full((50,), 11), 3, 0, print), {},
+                 ValueError, ("tokens", "0..10", "11"), id="train_with_attention: token id"),
+    pytest.param(train_with_attention, (_model, torch.zeros(50, dtype=torch.long), 0, 0, print),
+                 {}, ValueError, ("steps", "positive int", "got 0"),
+                 id="train_with_attention: 0 steps"),
+    pytest.param(train_with_attention, (_model, torch.zeros(50, dtype=torch.long), 3, 0, None),
+                 {}, TypeError, ("attention", "function", "NoneType"),
+                 id="train_with_attention: no attention"),
 ]

@@ -49,7 +49,7 @@ def _returned(result, count, what):
 
 def _tile_backward_reference(q, k, v, output, d_output, logsumexp):
     """Gradient contributions of one tile: q, output, d_output, logsumexp are the query block's
-    rows, k and v the key block's. Returns (d_q, d_k, d_v)."""
+    rows, k and v the key block's. Returns (grad_q, grad_k, grad_v)."""
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = q @ k.transpose(-2, -1) * scale  # (batch, heads, block_q, block_k)
     p = torch.exp(scores - logsumexp)  # the weights, recomputed from the row's logsumexp
@@ -93,7 +93,7 @@ _TILE_MESSAGES = {
         "your D is rowsum(P ∘ dP) over this tile alone; it needs the whole row, which is "
         "what D = rowsum(dO ∘ O) gives without seeing the other tiles"),
     "gradient scale": N_(
-        "d_q and d_k are off by the factor 1/sqrt(d_k): the scores were q kᵀ / sqrt(d_k), "
+        "grad_q and grad_k are off by the factor 1/sqrt(d_k): the scores were q kᵀ / sqrt(d_k), "
         "so dQ = dS K / sqrt(d_k) and dK = dSᵀ Q / sqrt(d_k)"),
     "score scale": N_(
         "recompute the scores exactly as the forward pass made them, S = q kᵀ / sqrt(d_k): "
@@ -113,25 +113,25 @@ def _check_tile_backward(answer):
         d_output = torch.randn(batch, heads, block_q, d_v, generator=generator,
                                dtype=torch.float64)
         output, logsumexp = _attention_parts(q, k, v)
-        d_q = torch.zeros_like(q)
+        grad_q = torch.zeros_like(q)
         for start in range(0, n_k, block_k):
             inputs = (q.detach(), k.detach()[..., start:start + block_k, :],
                       v.detach()[..., start:start + block_k, :], output.detach(), d_output,
                       logsumexp.detach())
-            result = _returned(attempt(answer, *inputs), 3, "(d_q, d_k, d_v)")
+            result = _returned(attempt(answer, *inputs), 3, "(grad_q, grad_k, grad_v)")
             _check_tile_result(result, _tile_backward_reference(*inputs), inputs, size)
-            d_q = d_q + result[0].double()
+            grad_q = grad_q + result[0].double()
         # Summed over the row's tiles, the contributions are autograd's gradient.
-        expect_close(d_q, torch.autograd.grad(output, q, d_output)[0],
-                     _("d_q summed over the row's tiles"))
+        expect_close(grad_q, torch.autograd.grad(output, q, d_output)[0],
+                     _("grad_q summed over the row's tiles"))
 
 
 def _check_tile_result(result, wanted, inputs, size):
-    names = ("d_q", "d_k", "d_v")
+    names = ("grad_q", "grad_k", "grad_v")
     shapes = [tuple(getattr(got, "shape", ())) for got in result]
     if shapes[0] == tuple(wanted[1].shape) != tuple(wanted[0].shape) or \
             shapes[1] == tuple(wanted[0].shape) != tuple(wanted[1].shape):
-        raise Incorrect(_("return the three gradients in the order (d_q, d_k, d_v), "
+        raise Incorrect(_("return the three gradients in the order (grad_q, grad_k, grad_v), "
                           "each with the shape of its input"))
     for name, got, want in zip(names, result, wanted, strict=True):
         expect_shape(got, want.shape, name)

@@ -127,33 +127,25 @@ def gpt_logits(model: GPT, tokens, attention) -> torch.Tensor:
     return F.linear(model.final_norm(x), model.token_embedding.weight)
 
 
-def train_both_ways(model: GPT, tokens, steps: int, seed: int, *, batch_size: int = 8,
-                    lr: float = 5e-3, block_size: int = 16) -> dict[str, list[float]]:
-    """Train two copies of ``model`` on the same batches, one per attention; their losses.
+def train_with_attention(model: GPT, tokens, steps: int, seed: int, attention, *,
+                         batch_size: int = 8, lr: float = 5e-3) -> list[float]:
+    """Train a copy of ``model`` with its attention core replaced; the loss of every step.
 
-    Both copies start from ``model``'s weights and draw the same windows of ``tokens``
-    (a generator seeded with ``seed``); one runs naive attention, the other
-    :func:`flash_attention` with ``block_size``. ``{"naive": [...], "flash": [...]}``.
-    Used in lesson 16.
+    The copy starts from ``model``'s weights (``model`` itself is left untouched) and draws
+    ``batch_size`` windows of ``tokens`` ``(num_tokens,)`` per step with a generator seeded
+    with ``seed``: two calls with the same arguments but another ``attention`` (see
+    :func:`gpt_logits`) see the same weights and the same batches. Used in lesson 16.
     """
     require_instance("model", model, GPT, "a course_utils.gpt.GPT")
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
     require_positive_int("steps", steps)
-    require_seed("seed", seed)
-    attentions = {
-        "naive": lambda q, k, v: naive_attention(q, k, v, causal=True),
-        "flash": lambda q, k, v: flash_attention(q, k, v, causal=True, block_size=block_size),
-    }
-    losses = {}
-    for name, attention in attentions.items():
-        twin = copy.deepcopy(model)
-        generator = torch.Generator().manual_seed(seed)
+    require_callable("attention", attention)
+    twin = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(require_seed("seed", seed))
 
-        def loss_at_step(step, twin=twin, attention=attention, generator=generator):
-            window = sample_windows(tokens, batch_size, twin.max_len, generator)
-            logits = gpt_logits(twin, window[:, :-1], attention)
-            return F.cross_entropy(logits.reshape(-1, twin.vocab_size),
-                                   window[:, 1:].reshape(-1))
+    def loss_at_step(step):
+        window = sample_windows(tokens, batch_size, twin.max_len, generator)
+        logits = gpt_logits(twin, window[:, :-1], attention)  # (batch, max_len, vocab_size)
+        return F.cross_entropy(logits.reshape(-1, twin.vocab_size), window[:, 1:].reshape(-1))
 
-        losses[name] = fit(twin, loss_at_step, steps, lr=lr)
-    return losses
+    return fit(twin, loss_at_step, steps, lr=lr)

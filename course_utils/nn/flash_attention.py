@@ -161,11 +161,11 @@ def flash_forward(q, k, v, causal: bool = False, block_size: int = DEFAULT_BLOCK
 
 def flash_backward(q, k, v, output, logsumexp, d_output, causal: bool = False,
                    block_size: int = DEFAULT_BLOCK_SIZE, window: int | None = None, sink=None):
-    """The tiled backward pass: ``(d_q, d_k, d_v, d_sink)`` from O, L and dO, tile by tile.
+    """The tiled backward pass: ``(grad_q, grad_k, grad_v, grad_sink)`` from O, L and dO, by tiles.
 
     Each tile's weights are recomputed from the saved logsumexp, ``P = exp(S - L)``, and
     dropped after use; ``D = rowsum(dO ∘ O)`` stands in for the row sums of ``P ∘ dP``.
-    ``d_sink`` is ``(heads,)``, or None without a sink. Used in lesson 16.
+    ``grad_sink`` is ``(heads,)``, or None without a sink. Used in lesson 16.
     """
     _require_inputs(q, k, v, causal, block_size, window, sink)
     output = require_tensor("output", output, "(batch, heads, n_q, d_v)")
@@ -183,24 +183,24 @@ def flash_backward(q, k, v, output, logsumexp, d_output, causal: bool = False,
     delta = (d_output * output).sum(dim=-1, keepdim=True)  # D: (batch, heads, n_q, 1)
     # A row with no visible key has L = -inf and scores -inf: subtract 0 there, exp gives 0.
     finite = logsumexp.masked_fill(torch.isinf(logsumexp), 0.0)
-    d_q, d_k_, d_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for tile in attention_tiles(n_q, k.shape[-2], block_size, causal, window):
         q_start, q_end, k_start, k_end = tile
         rows, cols = slice(q_start, q_end), slice(k_start, k_end)
         scores = _scores(q[..., rows, :], k[..., cols, :],
                          _hidden(tile, shift, causal, window, q.device), scale)
         p = torch.exp(scores - finite[..., rows, :])  # (batch, heads, block_q, block_k)
-        d_v[..., cols, :] += p.transpose(-2, -1) @ d_output[..., rows, :]
+        grad_v[..., cols, :] += p.transpose(-2, -1) @ d_output[..., rows, :]
         d_p = d_output[..., rows, :] @ v[..., cols, :].transpose(-2, -1)
         d_s = p * (d_p - delta[..., rows, :])  # the softmax's backward, with D from O
-        d_q[..., rows, :] += d_s @ k[..., cols, :] * scale
-        d_k_[..., cols, :] += d_s.transpose(-2, -1) @ q[..., rows, :] * scale
-    d_sink = None
+        grad_q[..., rows, :] += d_s @ k[..., cols, :] * scale
+        grad_k[..., cols, :] += d_s.transpose(-2, -1) @ q[..., rows, :] * scale
+    grad_sink = None
     if sink is not None:
         # The sink's weight in each row is exp(sink - L); its gradient is -Σ weight · D.
         sink_weight = torch.exp(sink.view(1, -1, 1, 1) - logsumexp)  # (batch, heads, n_q, 1)
-        d_sink = -(sink_weight * delta).sum(dim=(0, 2, 3))  # (heads,)
-    return d_q, d_k_, d_v, d_sink
+        grad_sink = -(sink_weight * delta).sum(dim=(0, 2, 3))  # (heads,)
+    return grad_q, grad_k, grad_v, grad_sink
 
 
 class _FlashAttention(torch.autograd.Function):
@@ -216,9 +216,9 @@ class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_output):
         q, k, v, output, logsumexp, sink = ctx.saved_tensors
-        d_q, d_k, d_v, d_sink = flash_backward(q, k, v, output, logsumexp, d_output.contiguous(),
-                                               *ctx.settings, sink=sink)
-        return d_q, d_k, d_v, d_sink, None, None, None
+        grads = flash_backward(q, k, v, output, logsumexp, d_output.contiguous(), *ctx.settings,
+                               sink=sink)
+        return (*grads, None, None, None)  # causal, block_size and window have none
 
 
 def flash_attention(q, k, v, causal: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
