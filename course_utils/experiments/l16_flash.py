@@ -66,19 +66,23 @@ def saved_bytes(lengths, *, batch_size: int = 1, num_heads: int = 2, d_k: int = 
 
 
 def training_flops(seq_len: int, *, batch_size: int = 1, num_heads: int = 2, d_k: int = 16,
-                   causal: bool = False, block_size: int = DEFAULT_BLOCK_SIZE,
+                   causal: bool = False, window: int | None = None,
+                   block_size: int = DEFAULT_BLOCK_SIZE,
                    seed: int = 0) -> dict[str, dict[str, int]]:
     """Matrix-product FLOPs of one forward and one backward pass, counted by FlopCounterMode.
 
     ``{"naive": {"forward": ..., "backward": ...}, "flash": {...}}``. Flash's backward
-    recomputes every tile's ``Q Kᵀ``, which naive attention kept. Used in lesson 16.
+    recomputes every tile's ``Q Kᵀ``, which naive attention kept. ``window`` (flash only)
+    skips the tiles outside the band; naive attention is always full (or causal), since a
+    mask on materialised scores saves no arithmetic (lesson 06). Used in lesson 16.
     """
     require_positive_int("seq_len", seq_len)
     generator = torch.Generator().manual_seed(require_seed("seed", seed))
     q, k, v = _random_qkv(seq_len, batch_size, num_heads, d_k, generator)
     d_output = torch.randn(batch_size, num_heads, seq_len, d_k, generator=generator)
     calls = {"naive": lambda: naive_attention(q, k, v, causal=causal),
-             "flash": lambda: flash_attention(q, k, v, causal=causal, block_size=block_size)}
+             "flash": lambda: flash_attention(q, k, v, causal=causal, block_size=block_size,
+                                              window=window)}
     result = {}
     for name, call in calls.items():
         holder = {}
