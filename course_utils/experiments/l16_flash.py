@@ -33,7 +33,9 @@ def naive_attention(q, k, v, causal: bool = False):
     """softmax(q kᵀ / √d_k) v with the weights materialised: ``(batch, heads, n_q, d_v)``.
 
     Lesson 02's attention under lesson 05's ``causal_mask(n_q, n_k)`` when ``causal``; autograd
-    keeps its ``(batch, heads, n_q, n_k)`` weights for the backward pass. Used in lesson 16.
+    keeps its ``(batch, heads, n_q, n_k)`` weights for the backward pass.
+
+    Used in lesson 16.
     """
     require_bool("causal", causal)
     mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if causal else None
@@ -52,7 +54,9 @@ def saved_bytes(lengths, *, batch_size: int = 1, num_heads: int = 2, d_k: int = 
 
     Counted with autograd's saved-tensor hooks (:func:`course_utils.cost.saved_for_backward`,
     each storage once) on random q, k, v ``(batch, heads, seq_len, d_k)``:
-    ``{"naive": [...], "flash": [...]}``, one entry per length. Used in lesson 16.
+    ``{"naive": [...], "flash": [...]}``, one entry per length.
+
+    Used in lesson 16.
     """
     lengths = [require_positive_int("every length", n) for n in lengths]
     generator = torch.Generator().manual_seed(require_seed("seed", seed))
@@ -74,7 +78,9 @@ def training_flops(seq_len: int, *, batch_size: int = 1, num_heads: int = 2, d_k
     ``{"naive": {"forward": ..., "backward": ...}, "flash": {...}}``. Flash's backward
     recomputes every tile's ``Q Kᵀ``, which naive attention kept. ``window`` (flash only)
     skips the tiles outside the band; naive attention is always full (or causal), since a
-    mask on materialised scores saves no arithmetic (lesson 06). Used in lesson 16.
+    mask on materialised scores saves no arithmetic (lesson 06).
+
+    Used in lesson 16.
     """
     require_positive_int("seq_len", seq_len)
     generator = torch.Generator().manual_seed(require_seed("seed", seed))
@@ -101,7 +107,9 @@ def tile_share(seq_len: int, block_size: int = DEFAULT_BLOCK_SIZE, causal: bool 
     """The share of the ``(seq_len / block_size)²`` tiles that are computed at all.
 
     1.0 without a mask; about one half under a causal mask; about ``(window + block) / seq_len``
-    (causal) under a window. Used in lesson 16.
+    (causal) under a window.
+
+    Used in lesson 16.
     """
     blocks = -(-require_positive_int("seq_len", seq_len)
                // require_positive_int("block_size", block_size))
@@ -113,7 +121,9 @@ def gpt_logits(model: GPT, tokens, attention) -> torch.Tensor:
 
     ``attention(q, k, v)`` gets q, k, v ``(batch, heads, seq_len, d_k)`` and returns the causal
     attention output of the same shape; the projections, blocks and readout are the model's
-    own. Returns logits ``(batch, seq_len, vocab_size)``. Used in lesson 16.
+    own. Returns logits ``(batch, seq_len, vocab_size)``.
+
+    Used in lesson 16.
     """
     require_instance("model", model, GPT, "a course_utils.gpt.GPT")
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(batch, seq_len)")
@@ -138,7 +148,9 @@ def train_with_attention(model: GPT, tokens, steps: int, seed: int, attention, *
     The copy starts from ``model``'s weights (``model`` itself is left untouched) and draws
     ``batch_size`` windows of ``tokens`` ``(num_tokens,)`` per step with a generator seeded
     with ``seed``: two calls with the same arguments but another ``attention`` (see
-    :func:`gpt_logits`) see the same weights and the same batches. Used in lesson 16.
+    :func:`gpt_logits`) see the same weights and the same batches.
+
+    Used in lesson 16.
     """
     require_instance("model", model, GPT, "a course_utils.gpt.GPT")
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")

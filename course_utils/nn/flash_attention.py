@@ -81,7 +81,9 @@ def attention_tiles(n_q: int, n_k: int, block_size: int, causal: bool = False,
 
     Queries and keys are cut into blocks of ``block_size``; a tile is one query block against
     one key block. Without a mask that is every pair; a causal mask leaves out the tiles wholly
-    above the diagonal (about half), a window those wholly outside the band. Used in lesson 16.
+    above the diagonal (about half), a window those wholly outside the band.
+
+    Used in lesson 16.
     """
     for name, value in (("n_q", n_q), ("n_k", n_k), ("block_size", block_size)):
         require_positive_int(name, value)
@@ -132,7 +134,9 @@ def flash_forward(q, k, v, causal: bool = False, block_size: int = DEFAULT_BLOCK
 
     output is ``(batch, heads, n_q, d_v)``; logsumexp ``(batch, heads, n_q, 1)`` is
     ``log(Σ_j exp(s_j) (+ exp(sink)))`` over each query's visible scaled scores, ``-inf`` for a
-    query that sees no key (and has no sink). Used in lesson 16.
+    query that sees no key (and has no sink).
+
+    Used in lesson 16.
     """
     _require_inputs(q, k, v, causal, block_size, window, sink)
     batch, heads, n_q, d_k = q.shape
@@ -165,7 +169,9 @@ def flash_backward(q, k, v, output, logsumexp, d_output, causal: bool = False,
 
     Each tile's weights are recomputed from the saved logsumexp, ``P = exp(S - L)``, and
     dropped after use; ``D = rowsum(dO ∘ O)`` stands in for the row sums of ``P ∘ dP``.
-    ``grad_sink`` is ``(heads,)``, or None without a sink. Used in lesson 16.
+    ``grad_sink`` is ``(heads,)``, or None without a sink.
+
+    Used in lesson 16.
     """
     _require_inputs(q, k, v, causal, block_size, window, sink)
     output = require_tensor("output", output, "(batch, heads, n_q, d_v)")
@@ -228,7 +234,9 @@ def flash_attention(q, k, v, causal: bool = False, block_size: int = DEFAULT_BLO
     Equal to naive attention in value and in every gradient (q, k, v and ``sink``), but what it
     keeps for the backward pass is q, k, v, the output and one logsumexp per query: O(n), not the
     ``(batch, heads, n_q, n_k)`` weights. ``causal``, ``window`` and ``sink`` as in the module's
-    docstring. Used in lesson 16.
+    docstring.
+
+    Used in lesson 16.
     """
     _require_inputs(q, k, v, causal, block_size, window, sink)
     return _FlashAttention.apply(q, k, v, sink, causal, block_size, window)
