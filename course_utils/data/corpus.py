@@ -44,7 +44,7 @@ TEXTS = ("shakespeare", "tang_poems")
 def load_text(name: str) -> str:
     """The committed text ``name`` (one of ``TEXTS``) as one string.
 
-    Used in lessons 12, 13 and 14.
+    Used in lessons 12, 13, 14 and 16.
     """
     require_one_of("name", name, TEXTS)
     return (resources.files("course_utils") / "data" / f"{name}.txt").read_text(encoding="utf-8")
@@ -53,7 +53,7 @@ def load_text(name: str) -> str:
 class CharTokenizer:
     """One token per character: id ``i`` is ``chars[i]``, the characters in sorted order.
 
-    Used in lessons 12 and 13.
+    Used in lessons 12, 13 and 16.
     """
 
     def __init__(self, chars: str):

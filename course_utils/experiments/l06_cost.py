@@ -143,7 +143,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
     Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
     like the weights by softmax and by ``weights @ v``, is listed once).
 
-    Used in lessons 06 and 08.
+    Used in lessons 06, 08 and 16.
     """
     require_callable("fn", fn)
     saved = {}
@@ -173,7 +173,7 @@ def counted_flops(fn: Callable, *args, **kwargs) -> dict[str, int]:
 def fitted_exponent(sizes, values) -> float:
     """The slope p of the least-squares line through (log size, log value): value ~ size**p.
 
-    Used in lesson 06.
+    Used in lessons 06 and 16.
     """
     sizes, values = list(sizes), list(values)
     if any(not x > 0 for x in sizes + values):

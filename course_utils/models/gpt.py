@@ -55,7 +55,7 @@ class GPT(nn.Module):
     every block's attention, ``(batch, num_layers, num_heads, n_new, n_k)`` (``n_k =
     cache.seq_len + n_new``, before the call).
 
-    Used in lessons 12 and 13.
+    Used in lessons 12, 13 and 16.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,

@@ -33,7 +33,7 @@ def online_softmax_update(running_max, running_sum, running_out, scores, values)
     Returns the updated ``(running_max, running_sum, running_out)``; after the last block,
     ``running_out / running_sum`` is softmax(scores) @ values over all the blocks.
 
-    Used in lesson 06.
+    Used in lessons 06 and 16.
     """
     running_max = require_tensor("running_max", running_max, "(..., n_q, 1)")
     running_sum = require_tensor("running_sum", running_sum, "(..., n_q, 1)")
