@@ -2,7 +2,8 @@
 
 The forward pass is lesson 06's online softmax
 (:func:`course_utils.nn.online_softmax.online_softmax_update`) over tiles of ``block_size``
-queries × ``block_size`` keys. It keeps only two things per query row: the output O and the logsumexp ``L = log Σ_j exp(s_j)`` of the row's scaled scores. The
+queries × ``block_size`` keys. It keeps only two things per query row: the output O and the
+logsumexp ``L = log Σ_j exp(s_j)`` of the row's scaled scores. The
 backward pass never stores the ``(n_q, n_k)`` weights either: it recomputes each tile's weights
 from L, ``P = exp(S - L)``, and with ``D = rowsum(dO ∘ O)``
 
