@@ -100,7 +100,7 @@ def masked_weights(probing: Probing) -> Finding:
                         "reaches the scores.").format(leaked=shown(leaked))
             problems.setdefault(advice, []).append(name)
         if raw and not problems:  # NaN or log weights, and no mask pattern explains them
-            return join_sentences(dict.fromkeys(raw))
+            return raw[0]  # the first mask's finding names the cause; the next repeats it
         if not problems:
             return None
         return join_sentences(
