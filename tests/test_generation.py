@@ -143,6 +143,15 @@ class _NaNModel(nn.Module):
         return torch.full((*tokens.shape, VOCAB), float("nan"))
 
 
+class _FlatModel(nn.Module):
+    """A model of the protocol that forgot the positions axis: (batch, vocab_size)."""
+
+    max_len = None
+
+    def forward(self, tokens, cache=None):
+        return torch.zeros(tokens.shape[0], VOCAB)
+
+
 _NAN_ROW = torch.tensor([[0.0, 1.0, 2.0, 3.0], [0.0, float("nan"), 1.0, 2.0]])
 _BLOCKED_ROW = torch.tensor([[0.0, 1.0, 2.0, 3.0], [float("-inf")] * 4])
 
@@ -194,6 +203,9 @@ BAD_INPUTS = [
     pytest.param(generate, (_NaNModel(), _PROMPT, 2), {}, ValueError,
                  ("logits _NaNModel returned", "NaN", "row(s) [0]"),
                  id="generate: the model's logits are NaN"),
+    pytest.param(generate, (_FlatModel(), _PROMPT, 2), {}, ValueError,
+                 ("logits _FlatModel returned", "(batch, n_new, vocab_size)", "(1, 3)", "(1, 13)"),
+                 id="generate: the model's logits lack the positions axis"),
     pytest.param(next_token, (_NAN_ROW,), {}, ValueError,
                  ("logits", "NaN", "row(s) [1]"), id="next_token: greedy from NaN logits"),
     pytest.param(next_token, (_NAN_ROW,),

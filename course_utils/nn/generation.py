@@ -135,7 +135,14 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
         if cache is None and max_len is not None:
             feed = out[:, -max_len:]
         logits = model(feed, cache=cache)  # (batch, n_new, vocab_size)
-        _require_pickable(f"the logits {type(model).__name__} returned", logits[:, -1])
+        returned = f"the logits {type(model).__name__} returned"
+        if not (isinstance(logits, torch.Tensor) and logits.is_floating_point()
+                and logits.dim() == 3 and logits.shape[:2] == feed.shape):
+            got = (f"{logits.dtype} of shape {tuple(logits.shape)}"
+                   if isinstance(logits, torch.Tensor) else type(logits).__name__)
+            raise ValueError(f"{returned} should be a float tensor (batch, n_new, vocab_size) "
+                             f"with (batch, n_new) = {tuple(feed.shape)}, got {got}")
+        _require_pickable(returned, logits[:, -1])
         chosen = next_token(logits[:, -1], temperature, top_k, generator)  # (batch,)
         out = torch.cat((out, chosen[:, None].to(out.dtype)), dim=1)
         feed = chosen[:, None] if cache is not None else out
