@@ -266,24 +266,44 @@ def require_kv_heads(num_heads: int, num_kv_heads) -> int:
     return num_kv_heads
 
 
+# The integer dtypes nn.Embedding (and the index ops below it) accept.
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
 def require_int_tensor(name: str, value, notation: str, what: str = "integers") -> torch.Tensor:
     """Return ``value`` if it is an integer tensor with exactly the dims ``notation`` names.
 
     ``what`` says what the integers are (``"token ids"``, ``"positions"``) in the message.
+    Only torch.long and torch.int32, the dtypes ``nn.Embedding`` accepts.
     """
     if not isinstance(value, torch.Tensor):
         raise TypeError(
             f"{name} should be an integer torch.Tensor of shape {notation}, "
             f"got {type(value).__name__}"
         )
-    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+    if value.dtype not in INDEX_DTYPES:
+        # nn.Embedding and indexing take int64 or int32 only: int8/int16/uint8 would pass an
+        # "is it an integer?" test here and fail deeper down with torch's own words.
         raise TypeError(
-            f"{name} should hold integer {what} (torch.long) of shape {notation}, "
-            f"got dtype {value.dtype}"
+            f"{name} should hold integer {what} (torch.long, or torch.int32) of shape "
+            f"{notation}, got dtype {value.dtype}"
+            + ("; convert with .long()" if not (value.is_floating_point() or value.is_complex()
+                                                or value.dtype == torch.bool) else "")
         )
     rank = sum(1 for part in notation.strip("()").split(",") if part.strip())  # "(n,)": 1
     if value.dim() != rank:
         raise ValueError(f"{name} should have shape {notation}, got shape {tuple(value.shape)}")
+    if what == "token ids":  # ids are looked up, counted and compared: they need values
+        require_values(name, value)
+    return value
+
+
+def require_values(name: str, value: torch.Tensor) -> torch.Tensor:
+    """Return tensor ``value`` unless it is on the ``meta`` device, which has shapes but no
+    values: ids, counts and anything read with ``.item()`` need values."""
+    if value.device.type == "meta":
+        raise ValueError(f"{name} should be a tensor with values (e.g. on the CPU), got one on "
+                         f"the 'meta' device, which holds shapes only")
     return value
 
 
@@ -294,7 +314,7 @@ def require_token_ids(name: str, tokens, vocab_size: int,
     ``notation`` sets the number of dims (the default: exactly 2).
     """
     require_int_tensor(name, tokens, notation, "token ids")
-    if tokens.numel() and tokens.device.type != "meta" and (
+    if tokens.numel() and (
         tokens.min() < 0 or tokens.max() >= vocab_size
     ):
         raise ValueError(

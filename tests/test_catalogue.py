@@ -168,3 +168,12 @@ def test_a_pseudo_edition_runs_end_to_end_without_changing_any_module(tmp_path):
                                                     [value])) for value in ui.values()), ui
     assert report.startswith("REPORT ⟦díágñósé(softmax_over_wrong_dim): ⟦")
     assert claimed.startswith("CLAIM ⟦✗ thé léssóñ çláíms: a claim")
+
+
+def test_no_translation_carries_po_syntax():
+    """A translation pasted with its keyword (``msgstr "msgstr \\"…``) still reads Chinese, so
+    no other test sees it; the learner would."""
+    for edition in catalogue.editions():
+        bad = [message.id for message in catalogue.read_catalogue(edition)
+               if message.id and re.search(r'm?sgstr \\?"|msgid \\?"', str(message.string))]
+        assert not bad, f"{edition}: {bad[:3]}"

@@ -28,6 +28,7 @@ from course_utils.checks import (
     require_temperature,
     require_tensor,
     require_token_ids,
+    require_values,
 )
 
 SCORES_3D = torch.Size((2, 4, 5))  # (batch, n_q, n_k)
@@ -90,8 +91,10 @@ def test_divisible_returns_d_k_and_token_ids_accept_the_edges():
         require_divisible(8, 3, num_heads_name="heads")
     tokens = torch.tensor([[0, 9]])
     assert require_token_ids("tokens", tokens, 10) is tokens
-    assert require_token_ids("tokens", torch.zeros(2, 3, dtype=torch.long, device="meta"), 10)\
-        .device.type == "meta"
+    # Ids on 'meta' have no values to check against vocab_size (nor to look up): refused.
+    with pytest.raises(ValueError, match="'meta' device"):
+        require_token_ids("tokens", torch.zeros(2, 3, dtype=torch.long, device="meta"), 10)
+    assert require_token_ids("tokens", tokens.int(), 10).dtype == torch.int32
 
 
 def test_numbers_and_switches():
@@ -127,6 +130,11 @@ BAD_INPUTS = [
     pytest.param(require_cache_sizes, ("alibi_bias", 5, 3), {}, ValueError,
                  ("alibi_bias", "n_k >= n_q", "n_q=5 and n_k=3"),
                  id="require_cache_sizes: n_k < n_q"),
+    pytest.param(require_values, ("tokens", torch.zeros(3, device="meta")), {}, ValueError,
+                 ("tokens", "meta", "values"), id="require_values: meta"),
+    pytest.param(require_int_tensor, ("ids", torch.arange(3).to(torch.int16), "(seq_len,)"),
+                 {}, TypeError, ("ids", "torch.long", "torch.int16", ".long()"),
+                 id="require_int_tensor: int16, which nn.Embedding refuses"),
     pytest.param(require_int_tensor, ("positions", torch.ones(3), "(seq_len,)", "positions"), {},
                  TypeError, ("positions", "integer positions", "torch.float32"),
                  id="int tensor: float dtype"),

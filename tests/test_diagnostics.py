@@ -46,12 +46,21 @@ EXPECTED_ADVICE = {
     "a finite fill of -1e4": "filled with a finite number",
     "a statistic across positions": "a statistic computed across positions",
     "the mask multiplied into the scores": "multiplied into the scores (scores * mask)",
+    "log-probabilities as weights": "the weights are log-probabilities",
+    "a softmax in float16": "the size of float16's precision",
+    "queries centred over the batch": "the sequences of a batch mix",
+    "a mask made by multiplying with -inf": "0 × (-inf) is NaN",
+    "padded queries that see no key": "the rows of the padded queries are NaN",
+    "dropout on the scores in training": "the dropout acts before the softmax, on the scores",
 }
 # Bugs that must trip only their own probe: a false alarm elsewhere would send the learner
 # to the wrong place.
 SINGLE_PROBE_BUGS = {"missing 1/sqrt(d_k) scale", "one shared W for Q, K and V",
-                     "-1e9 fill in float16", "hand-written softmax", "q scaled in place",
-                     "a finite fill of -1e4", "a statistic across positions"}
+                     "-1e9 fill in float16", "q scaled in place",
+                     "a finite fill of -1e4", "a statistic across positions",
+                     "queries centred over the batch", "dropout on the scores in training"}
+# Probes that apply to modules only, skipped for a function.
+MODULE_ONLY = {d.SHARED_QKV, d.TRAINING_MODE}
 
 
 @pytest.mark.parametrize("attention", CORRECT_FUNCTIONS, ids=lambda f: f.__name__)
@@ -60,7 +69,7 @@ def test_correct_functions_pass_every_probe(attention):
     assert report.passed, str(report)
     statuses = {f.probe: f.status for f in report.findings}
     # Only the module-only probe may be skipped for a function.
-    assert statuses == {p: d.SKIP if p == d.SHARED_QKV else d.PASS for p in d.PROBES}
+    assert statuses == {p: d.SKIP if p in MODULE_ONLY else d.PASS for p in d.PROBES}
 
 
 @pytest.mark.parametrize("module", [SelfAttention(16, 16, 16), MultiHeadAttention(16, 4)],
@@ -139,7 +148,7 @@ def test_a_function_that_raises_everywhere_fails_every_probe_without_raising():
     report = d.diagnose(broken)
     assert not report.passed
     assert report[d.SHAPES].status == d.FAIL and "raised RuntimeError" in report[d.SHAPES].message
-    assert all(f.status == d.FAIL for f in report.findings if f.probe != d.SHARED_QKV)
+    assert all(f.status == d.FAIL for f in report.findings if f.probe not in MODULE_ONLY)
 
 
 def test_diagnose_leaves_the_module_and_the_global_random_state_alone():
@@ -330,7 +339,8 @@ def test_score_asymmetry_tells_a_shared_projection_from_separate_ones():
 
 def test_the_verdict_counts_what_ran_and_names_what_was_skipped():
     report = d.diagnose(correct_attention)
-    assert report.verdict() == "all 13 probes that ran passed; skipped: shared Q/K/V weights"
+    assert report.verdict() == ("all 14 probes that ran passed; skipped: shared Q/K/V weights, "
+                                "training mode")
     report = d.diagnose(SelfAttention(16, 16, 16))
     assert report.verdict().endswith(
         "skipped: fill below every score, score scale, output = weights @ v")
@@ -462,7 +472,7 @@ def test_chinese_report_lines_stay_within_100_columns(chinese):
 
 def test_the_english_report_is_unchanged_by_the_chinese_edition():
     report = d.diagnose(correct_attention)
-    assert str(report).startswith("diagnose(correct_attention): all 13 probes that ran passed")
+    assert str(report).startswith("diagnose(correct_attention): all 14 probes that ran passed")
     assert "every query's weights sum to 1" in report[d.ROWS_SUM_TO_1].message
 
 
@@ -603,3 +613,188 @@ BAD_INPUTS = [
     pytest.param(d.score_asymmetry, (torch.full((2, 3), 1 / 3),), {}, ValueError,
                  ("square", "(2, 3)"), id="score_asymmetry: not square"),
 ]
+
+
+# -- raw results, batches of different sequences, training mode, the real cause -------------
+def einsum_attention(q, k, v, mask=None):
+    """Correct, written differently: einsum, a fill of the dtype's lowest number."""
+    scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), torch.finfo(scores.dtype).min)
+    weights = scores.softmax(-1)
+    return torch.einsum("...qk,...kv->...qv", weights, v), weights
+
+
+def additive_where_attention(q, k, v, mask=None):
+    """Correct, written differently: the mask added as 0 / -inf made with torch.where."""
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + torch.where(mask, 0.0, float("-inf")).to(scores.dtype)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def logsumexp_attention(q, k, v, mask=None):
+    """Correct, written differently: weights = exp(scores - logsumexp(scores))."""
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = (scores - scores.logsumexp(dim=-1, keepdim=True)).exp()
+    return weights @ v, weights
+
+
+def float32_softmax_attention(q, k, v, mask=None):
+    """Correct, written differently: the softmax in float32, as mixed precision does it."""
+    scores = q @ k.mT / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    return weights @ v, weights
+
+
+class _TrainingDropoutAttention(nn.Module):
+    """Correct, with nn.Dropout where it belongs: on the weights, or on the output."""
+
+    def __init__(self, on: str):
+        super().__init__()
+        self.d_model, self.on = 16, on
+        self.inner, self.dropout = SelfAttention(16, 16, 16), nn.Dropout(0.2)
+
+    def forward(self, x, mask=None):
+        q, k, v = self.inner.w_q(x), self.inner.w_k(x), self.inner.w_v(x)
+        scores = q @ k.mT / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        if self.on == "weights":
+            weights = self.dropout(weights)
+        output = weights @ v
+        return (self.dropout(output) if self.on == "output" else output), weights
+
+
+CORRECT_WRITTEN_DIFFERENTLY = [einsum_attention, additive_where_attention, logsumexp_attention,
+                               float32_softmax_attention]
+
+
+@pytest.mark.parametrize("attention", CORRECT_WRITTEN_DIFFERENTLY, ids=lambda f: f.__name__)
+def test_correct_functions_written_differently_get_no_false_alarm(attention):
+    report = d.diagnose(attention)
+    assert report.passed, str(report)
+    assert {f.probe for f in report.skipped} == MODULE_ONLY
+
+
+@pytest.mark.parametrize("module", [_TrainingDropoutAttention("weights"),
+                                    _TrainingDropoutAttention("output"),
+                                    MultiHeadAttention(16, 4)],
+                         ids=["dropout on the weights", "dropout on the output", "heads"])
+def test_correct_modules_with_dropout_pass_in_training_mode_too(module):
+    report = d.diagnose(module)
+    assert report.passed, str(report)
+    assert report[d.TRAINING_MODE].passed
+
+
+def test_every_probe_layout_has_a_batch_of_at_least_two_different_sequences():
+    seen = []
+
+    def recording(q, k, v, mask=None):
+        if q.device.type != "meta":
+            seen.append(q)
+        return correct_attention(q, k, v, mask=mask)
+
+    d.diagnose(recording)
+    assert seen and all(q.shape[0] >= 2 for q in seen)
+    assert all(not torch.equal(q[0], q[1]) for q in seen), "the sequences of a batch differ"
+
+
+def test_nan_is_judged_raw_not_cleaned_away_first():
+    # NaN at the keys a mask allows: every probe that masks sees it, none calls it a zero.
+    report = d.diagnose(next(b for b in BUGS if b.title.startswith("a mask made by")).build())
+    for name in (d.MASKED_WEIGHTS, d.ROWS_SUM_TO_1, d.CAUSAL_LEAK, d.PADDING_LEAK, d.NAN_INF):
+        assert report[name].status == d.FAIL and "NaN" in report[name].message, str(report)
+    # NaN only in the padded queries' rows of a module: was invisible to every probe.
+    module = next(b for b in BUGS if b.title.startswith("padded queries")).build()
+    report = d.diagnose(module)
+    assert report[d.MASKED_WEIGHTS].status == d.FAIL, str(report)
+    assert report[d.NAN_INF].status == d.FAIL
+
+
+def test_log_weights_are_named_as_such_not_as_rows_that_do_not_sum_to_1():
+    report = d.diagnose(next(b for b in BUGS if b.title.startswith("log-prob")).build())
+    for finding in report.failures:
+        assert "rows sum to between" not in finding.message
+        assert "log-probabilities" in finding.message, str(report)
+
+
+def test_a_float16_softmax_is_a_precision_issue_printed_to_the_digits_that_show_it():
+    message = d.diagnose(next(b for b in BUGS if b.title == "a softmax in float16").build())[
+        d.ROWS_SUM_TO_1].message
+    low, high = (float(x) for x in re.findall(r"between ([0-9.]+) and ([0-9.]+)", message)[0])
+    assert low < 1 < high, message  # not "between 1.00 and 1.00"
+    assert "float16" in message and "eps is 0.00098" in message
+    # bfloat16 is named too
+    def bfloat16_softmax(q, k, v, mask=None):
+        scores = q @ k.mT / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return None, torch.softmax(scores.bfloat16(), -1).to(q.dtype)
+
+    def attention(q, k, v, mask=None):
+        weights = bfloat16_softmax(q, k, v, mask)[1]
+        return weights @ v, weights
+
+    assert "bfloat16's precision" in d.diagnose(attention)[d.ROWS_SUM_TO_1].message
+
+
+def test_mixing_the_batch_is_named_as_such_not_as_a_statistic_across_positions():
+    report = d.diagnose(next(b for b in BUGS if b.caught_by == d.BATCH_APART).build())
+    assert all("across positions" not in f.message for f in report.findings), str(report)
+
+    def standardised_scores(q, k, v, mask=None):  # statistics of the whole tensor
+        scores = q @ k.mT / math.sqrt(q.shape[-1])
+        scores = (scores - scores.mean()) / scores.std()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ v, weights
+
+    report = d.diagnose(standardised_scores)
+    assert report[d.BATCH_APART].status == d.FAIL
+    assert "sequences of the batch" in report[d.CAUSAL_LEAK].message, str(report)
+
+
+def test_dropout_on_the_weights_in_eval_and_on_the_scores_in_training_are_told_apart():
+    functional = d.diagnose(_DropoutAttention(functional=True))
+    assert functional[d.DETERMINISM].status == d.FAIL
+    report = d.diagnose(next(b for b in BUGS if b.caught_by == d.TRAINING_MODE).build())
+    assert [f.probe for f in report.failures] == [d.TRAINING_MODE]
+    assert "weights = self.dropout(torch.softmax(scores, dim=-1))" in (
+        report[d.TRAINING_MODE].message)
+
+
+def test_a_training_only_nan_is_named():
+    class MaskedScoreDropout(_TrainingDropoutAttention):
+        def forward(self, x, mask=None):
+            q, k, v = self.inner.w_q(x), self.inner.w_k(x), self.inner.w_v(x)
+            scores = q @ k.mT / math.sqrt(q.shape[-1])
+            if mask is not None:  # -inf times a dropped 0 is NaN, in training only
+                scores = self.dropout(scores.masked_fill(~mask, float("-inf"))) * (
+                    1 - self.dropout.p)
+            weights = torch.softmax(scores, dim=-1)
+            return weights @ v, weights
+
+    finding = d.diagnose(MaskedScoreDropout("none"))[d.TRAINING_MODE]
+    assert finding.status == d.FAIL and "-inf × 0 = NaN" in finding.message, finding.message
+
+
+@pytest.mark.parametrize(("value", "text"), [(0.19, "0.19"), (0.0004, "0.0004"), (2.5, "2.50"),
+                                             (0.0, "0.00"), (float("inf"), "inf")])
+def test_sizes_in_findings_keep_two_significant_digits(value, text):
+    from course_utils.diagnostics.probing import shown
+    assert shown(value) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [(0.99951, "0.99951"), (1.00049, "1.00049"),
+                                             (0.5, "0.50"), (1.0, "1.00"), (0.9996, "0.99960")])
+def test_sums_near_1_are_printed_with_the_digits_that_tell_them_from_1(value, text):
+    from course_utils.diagnostics.probing import near
+    assert near(value) == text

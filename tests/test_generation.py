@@ -133,6 +133,28 @@ class _NoMaxLen(nn.Module):
 _TINY = GPT(VOCAB, 8, 8, 2, 1)
 _PROMPT = torch.zeros(1, 3, dtype=torch.long)
 
+
+class _NaNModel(nn.Module):
+    """A model of the protocol whose logits went NaN (a diverged training run)."""
+
+    max_len = None
+
+    def forward(self, tokens, cache=None):
+        return torch.full((*tokens.shape, VOCAB), float("nan"))
+
+
+class _FlatModel(nn.Module):
+    """A model of the protocol that forgot the positions axis: (batch, vocab_size)."""
+
+    max_len = None
+
+    def forward(self, tokens, cache=None):
+        return torch.zeros(tokens.shape[0], VOCAB)
+
+
+_NAN_ROW = torch.tensor([[0.0, 1.0, 2.0, 3.0], [0.0, float("nan"), 1.0, 2.0]])
+_BLOCKED_ROW = torch.tensor([[0.0, 1.0, 2.0, 3.0], [float("-inf")] * 4])
+
 BAD_INPUTS = [
     pytest.param(generate, (lambda tokens, cache=None: tokens, _PROMPT, 2), {}, TypeError,
                  ("model", "torch.nn.Module", "function"), id="generate: a function"),
@@ -171,4 +193,29 @@ BAD_INPUTS = [
                  ("top_k", "vocab_size=4", "5"), id="next_token: top_k past the vocabulary"),
     pytest.param(next_token, (torch.zeros(2, 4),), {"temperature": 0.5}, ValueError,
                  ("temperature > 0", "generator"), id="next_token: sampling without a generator"),
+    # Values the layer below would choke on, or pick a token from silently.
+    pytest.param(generate, (_TINY, _PROMPT.to(torch.int8), 2), {}, TypeError,
+                 ("tokens", "torch.long", "torch.int8"), id="generate: int8 tokens"),
+    pytest.param(generate, (_TINY, _PROMPT.to(torch.uint8), 2), {}, TypeError,
+                 ("tokens", "torch.long", "torch.uint8"), id="generate: uint8 tokens"),
+    pytest.param(generate, (_TINY, _PROMPT.to("meta"), 2), {}, ValueError,
+                 ("tokens", "meta", "values"), id="generate: tokens on meta"),
+    pytest.param(generate, (_NaNModel(), _PROMPT, 2), {}, ValueError,
+                 ("logits _NaNModel returned", "NaN", "row(s) [0]"),
+                 id="generate: the model's logits are NaN"),
+    pytest.param(generate, (_FlatModel(), _PROMPT, 2), {}, ValueError,
+                 ("logits _FlatModel returned", "(batch, n_new, vocab_size)", "(1, 3)", "(1, 13)"),
+                 id="generate: the model's logits lack the positions axis"),
+    pytest.param(next_token, (_NAN_ROW,), {}, ValueError,
+                 ("logits", "NaN", "row(s) [1]"), id="next_token: greedy from NaN logits"),
+    pytest.param(next_token, (_NAN_ROW,),
+                 {"temperature": 1.0, "generator": torch.Generator().manual_seed(0)},
+                 ValueError, ("logits", "NaN", "row(s) [1]"),
+                 id="next_token: sampling from NaN logits"),
+    pytest.param(next_token, (_BLOCKED_ROW,),
+                 {"temperature": 1.0, "generator": torch.Generator().manual_seed(0)},
+                 ValueError, ("logits", "above -inf", "row(s) [1]"),
+                 id="next_token: a row of all -inf logits"),
+    pytest.param(next_token, (torch.zeros(2, 4, device="meta"),), {}, ValueError,
+                 ("logits", "meta", "values"), id="next_token: logits on meta"),
 ]

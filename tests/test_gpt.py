@@ -188,4 +188,15 @@ BAD_INPUTS = [
                  ("batch_size", "positive int", "0"), id="train_on_text: batch_size 0"),
     pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS), {"lr": -1.0}, ValueError,
                  ("lr", "positive", "-1"), id="train_on_text: negative lr"),
+    # Integer dtypes nn.Embedding refuses, and tensors with no values.
+    pytest.param(_MODEL, (torch.zeros(1, 3, dtype=torch.uint8),), {}, TypeError,
+                 ("tokens", "torch.long", "torch.uint8"), id="GPT: uint8 tokens"),
+    pytest.param(_MODEL, (torch.zeros(1, 3, dtype=torch.int16),), {}, TypeError,
+                 ("tokens", "torch.long", "torch.int16"), id="GPT: int16 tokens"),
+    pytest.param(_MODEL, (torch.zeros(1, 3, dtype=torch.long, device="meta"),), {}, ValueError,
+                 ("tokens", "meta", "values"), id="GPT: tokens on meta"),
+    pytest.param(train_on_text, (_MODEL, _STREAM.to(torch.int8), 1, _DRAWS), {}, TypeError,
+                 ("tokens", "torch.long", "torch.int8"), id="train_on_text: int8 stream"),
+    pytest.param(train_on_text, (_MODEL, _STREAM.to("meta"), 1, _DRAWS), {}, ValueError,
+                 ("tokens", "meta"), id="train_on_text: stream on meta"),
 ]

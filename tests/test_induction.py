@@ -253,4 +253,15 @@ BAD_INPUTS = [
                  ("tokens", "0..12", "13"), id="repeat_losses: ids out of the vocabulary"),
     pytest.param(repeat_losses, (torch.nn.Linear(2, 2), _TOKENS, 6), {}, TypeError,
                  ("model", "GPT"), id="repeat_losses: not a GPT"),
+    # Values the layer below refuses or cannot read.
+    pytest.param(repeat_losses, (_MODEL, _TOKENS.to(torch.int8), 6), {}, TypeError,
+                 ("tokens", "torch.long", "torch.int8"), id="repeat_losses: int8 tokens"),
+    pytest.param(repeat_losses, (_MODEL, _TOKENS.to("meta"), 6), {}, ValueError,
+                 ("tokens", "meta", "values"), id="repeat_losses: tokens on meta"),
+    pytest.param(induction_scores, (_WEIGHTS.to("meta"), 4), {}, ValueError,
+                 ("weights", "meta", "values"), id="induction_scores: weights on meta"),
+    pytest.param(previous_token_scores, (_WEIGHTS.to("meta"),), {}, ValueError,
+                 ("weights", "meta"), id="previous_token_scores: weights on meta"),
+    pytest.param(induction_scores, (_WEIGHTS * float("nan"), 4), {}, ValueError,
+                 ("weights", "NaN", "128 of 128"), id="induction_scores: NaN weights"),
 ]

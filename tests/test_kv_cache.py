@@ -191,4 +191,9 @@ BAD_INPUTS = [
     pytest.param(_HELD.append, (0, _K.double(), _K.double()), {}, ValueError,
                  ("layer 0 holds keys", "torch.float32", "torch.float64"),
                  id="KVCache.append: dtype changed"),
+    pytest.param(KVCache().append, (0, _K, _K.to("meta")), {}, ValueError,
+                 ("k, v", "one device", "v on meta"), id="KVCache.append: v on another device"),
+    pytest.param(KVCache().append, (0, _K.half(), _K), {}, ValueError,
+                 ("k and v", "torch.float16", "torch.float32"),
+                 id="KVCache.append: k and v of two dtypes"),
 ]

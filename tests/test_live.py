@@ -278,4 +278,11 @@ BAD_INPUTS = [
                  ("view", "LiveModelView", "str"), id="live_view_figure: a str"),
     pytest.param(shown_character, (3,), {}, TypeError, ("char", "str", "int 3"),
                  id="shown_character: an int"),
+    pytest.param(shown_character, ("ab",), {}, ValueError, ("char", "one character", "'ab'"),
+                 id="shown_character: two characters"),
+    pytest.param(LiveModelView, (GPT(2, 4, 8, 2, 1).to("meta"), CharTokenizer("ab")), {},
+                 ValueError, ("model's token_embedding.weight", "meta", "values"),
+                 id="LiveModelView: a model on meta"),
+    pytest.param(export_weights, (GPT(2, 4, 8, 2, 1).to("meta"),), {}, ValueError,
+                 ("model's", "meta"), id="export_weights: a model on meta"),
 ]

@@ -430,4 +430,32 @@ BAD_INPUTS = [
     pytest.param(transformers_twin, (torch.nn.Linear(2, 2),), {}, TypeError,
                  ("model", "course_utils.models.llama.Llama", "Linear"),
                  id="transformers_twin: a Linear"),
+    # A directory where the model file should be (its parent folder, say).
+    pytest.param(open_gguf, (ROOT,), {}, ValueError, ("path", ".gguf file", "directory"),
+                 id="open_gguf: a directory"),
+    pytest.param(read_config, (str(ROOT),), {}, ValueError, ("path", "directory"),
+                 id="read_config: a directory"),
+    pytest.param(load_tensors, (ROOT,), {}, ValueError, ("path", "directory"),
+                 id="load_tensors: a directory"),
+    pytest.param(load_smollm2, (ROOT,), {}, ValueError, ("path", "directory"),
+                 id="load_smollm2: a directory"),
+    pytest.param(SmolLM2Tokenizer, (ROOT,), {}, ValueError, ("path", "directory"),
+                 id="SmolLM2Tokenizer: a directory"),
 ]
+
+
+@pytest.mark.parametrize(("call", "error", "words"), [
+    (lambda t: t.chat_prompt([{"role": "bot", "content": "hi"}]), ValueError,
+     ("messages[0]['role']", "'system', 'user', 'assistant'", "'bot'")),
+    (lambda t: t.chat_prompt([{"role": "user", "content": "hi"},
+                              {"role": "User", "content": "again"}]), ValueError,
+     ("messages[1]['role']", "'User'")),
+    (lambda t: t.decode(torch.tensor([1, 2], dtype=torch.int16)), TypeError,
+     ("ids", "torch.long", "torch.int16")),
+    (lambda t: t.decode(torch.tensor([1, 2], device="meta")), ValueError,
+     ("ids", "meta")),
+], ids=["unknown role", "a role in the wrong case", "int16 ids", "ids on meta"])
+def test_the_tokenizer_refuses_what_the_model_never_saw(tokenizer, call, error, words):
+    with pytest.raises(error) as raised:
+        call(tokenizer)
+    assert all(word in str(raised.value) for word in words), str(raised.value)

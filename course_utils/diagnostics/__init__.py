@@ -8,13 +8,16 @@
   weights ``(..., n_q, n_k)``; or
 - a self-attention *module* whose ``forward(x, mask=None)`` takes x
   ``(batch, seq_len, d_model)`` and returns ``(output, weights)``, weights
-  ``(batch, seq_len, seq_len)`` or ``(batch, num_heads, seq_len, seq_len)``.
+  ``(batch, seq_len, seq_len)`` or ``(batch, num_heads, seq_len, seq_len)``. A module is
+  probed in ``eval()`` and, by the training-mode probe, in ``train()`` as well.
 
 It returns a :class:`Report`: one :class:`Finding` per probe (its name, whether it passed,
 and a message). A function is probed on two layouts, ``(batch, n_q, d_k)`` with n_q = n_k
 (self-attention, where square shapes hide transposes) and ``(batch, num_heads, n_q, d_k)``
 with n_q ≠ n_k and d_v ≠ d_k, so an axis counted from the front (``dim=2``,
-``q.shape[2]``, ``transpose(1, 2)``) cannot pass. Every probe draws its inputs from its own
+``q.shape[2]``, ``transpose(1, 2)``) cannot pass. Every layout has a batch of at least two
+different sequences, so a bug that mixes them is named as such. Probes judge the raw results:
+a NaN is evidence, never cleaned away first. Every probe draws its inputs from its own
 seeded generator, so a report depends only on the implementation, and the global random
 state is left alone.
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.checks import require_seed
+from course_utils.diagnostics.probes.batch_and_mode import BATCH_APART, TRAINING_MODE
 from course_utils.diagnostics.probes.calls import DETERMINISM, INPUTS_UNCHANGED
 from course_utils.diagnostics.probes.mask_probes import (
     CAUSAL_LEAK,
@@ -62,10 +66,11 @@ from course_utils.language import _
 PROBES = tuple(p.name for p in registered())
 
 __all__ = [
-    "CAUSAL_LEAK", "DETERMINISM", "DTYPE_DEVICE", "FAIL", "FINITE_FILL", "FLOAT16_MASKING",
-    "INPUTS_UNCHANGED", "MASKED_WEIGHTS", "NAN_INF",
+    "BATCH_APART", "CAUSAL_LEAK", "DETERMINISM", "DTYPE_DEVICE", "FAIL", "FINITE_FILL",
+    "FLOAT16_MASKING", "INPUTS_UNCHANGED", "MASKED_WEIGHTS", "NAN_INF",
     "OUTPUT_MIX", "PADDING_LEAK", "PASS", "PROBES", "ROWS_SUM_TO_1", "SCORE_SCALE", "SEE_SHAPES",
-    "SHAPES", "SHARED_QKV", "SKIP", "Finding", "Report", "diagnose", "score_asymmetry",
+    "SHAPES", "SHARED_QKV", "SKIP", "TRAINING_MODE", "Finding", "Report", "diagnose",
+    "score_asymmetry",
 ]
 
 

@@ -128,10 +128,12 @@ class Subject:
     def run(self, inputs, mask):
         raise NotImplementedError
 
-    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True):
+    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True,
+             training=False):
         """Run the implementation from random state ``rng_seed + rng``; the global random
         state is left as it was. ``copy=False`` hands it the caller's own tensors (when
-        their dtype and device already match)."""
+        their dtype and device already match); ``training=True`` runs a module in training
+        mode (``module.train()``; a function has no mode)."""
         # Clones: an implementation that edits its inputs in place cannot move the baseline.
         inputs = tuple(t.to(device=device, dtype=dtype, copy=copy) for t in inputs)
         mask = None if mask is None else mask.to(device=device, copy=copy)
@@ -212,15 +214,17 @@ class ModuleSubject(Subject):
         return (scale * torch.randn(*layout.lead, layout.n_k, self.d_model, generator=generator,
                                     dtype=dtype),)
 
-    def _copy(self, dtype, device):
+    def _copy(self, dtype, device, training):
         # Probe a copy: converting the learner's module in place would change it.
-        key = (dtype, str(device))
+        key = (dtype, str(device), training)
         if key not in self._copies:
-            self._copies[key] = copy.deepcopy(self.module).to(device=device, dtype=dtype).eval()
+            module = copy.deepcopy(self.module).to(device=device, dtype=dtype)
+            self._copies[key] = module.train(training)
         return self._copies[key]
 
-    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True):
-        self._current = (dtype, device)
+    def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True,
+             training=False):
+        self._current = (dtype, device, training)
         return super().call(inputs, mask, dtype, device, rng, copy)
 
     def run(self, inputs, mask):

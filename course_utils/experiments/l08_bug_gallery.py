@@ -282,6 +282,115 @@ def additive_mask_nan_to_num(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def log_softmax_weights(q, k, v, mask=None):
+    """Bug: the weights are ``log_softmax``, log-probabilities, not probabilities.
+
+    Every entry is at most 0 and exp(weights) sums to 1 over each row: the values are mixed
+    with negative numbers. ``log_softmax`` belongs in a loss (cross-entropy), not here.
+
+    Used in lesson 08.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.log_softmax(scores, dim=-1)  # BUG: torch.softmax
+    return weights @ v, weights
+
+
+def float16_softmax(q, k, v, mask=None):
+    """Bug: the softmax runs in float16 "to save memory" and is cast back.
+
+    float16 keeps about 3 significant digits (eps ≈ 0.001), so every weight is rounded and
+    the rows sum to 1 only to about 0.001, whatever the inputs' dtype.
+
+    Used in lesson 08.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores.half(), dim=-1).to(q.dtype)  # BUG: keep q's dtype
+    return weights @ v, weights
+
+
+def batch_centred_queries(q, k, v, mask=None):
+    """Bug: the queries are centred with a mean over the batch (dim=0), not the features.
+
+    Every sequence's queries now depend on the other sequences of the batch: the same
+    sentence gets another output next to other sentences.
+
+    Used in lesson 08.
+    """
+    q = q - q.mean(dim=0, keepdim=True)  # BUG: a statistic over the batch axis
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def mask_times_minus_inf(q, k, v, mask=None):
+    """Bug: the mask is made by multiplying with -inf, and 0 × (-inf) is NaN.
+
+    ``(~mask) * float("-inf")`` is -inf at the blocked keys, as meant, and NaN at every key
+    that may be attended, so every row of weights is NaN.
+
+    Used in lesson 08.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + (~mask) * float("-inf")  # BUG: 0 * -inf is NaN; use masked_fill
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+class _Projections(nn.Module):
+    """Q, K and V from their own nn.Linear (the correct part of the module bugs below)."""
+
+    def __init__(self, d_model: int, d_k: int):
+        super().__init__()
+        self.d_model = d_model
+        self.w_q, self.w_k, self.w_v = (nn.Linear(d_model, d_k) for _ in range(3))
+
+    def project(self, x):
+        return self.w_q(x), self.w_k(x), self.w_v(x)  # each (batch, seq_len, d_k)
+
+
+class ScoreDropoutSelfAttention(_Projections):
+    """Bug: dropout on the scores, before the softmax, instead of on the weights after it.
+
+    Invisible in ``eval()``, where dropout is off. In training a dropped score becomes 0, an
+    ordinary score that still takes weight, and a dropped -inf becomes NaN (-inf × 0).
+
+    Used in lesson 08.
+    """
+
+    def __init__(self, d_model: int, d_k: int, p: float = 0.1):
+        super().__init__(d_model, d_k)
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x, mask=None):
+        q, k, v = self.project(x)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(self.dropout(scores), dim=-1)  # BUG: dropout the weights
+        return weights @ v, weights
+
+
+class PaddedQueriesBlockedSelfAttention(_Projections):
+    """Bug: a key padding mask ``(batch, 1, seq_len)`` is turned into one that blocks padded
+    queries too, so a padded query sees no key at all and its row is NaN (0/0).
+
+    Used in lesson 08.
+    """
+
+    def forward(self, x, mask=None):
+        q, k, v = self.project(x)
+        if mask is not None and mask.shape[-2] == 1:  # a key padding mask
+            mask = mask & mask.transpose(-2, -1)  # BUG: padded queries now see nothing
+        return correct_attention(q, k, v, mask=mask)
+
+
 @dataclass(frozen=True)
 class Bug:
     """One gallery entry: what goes wrong, the implementation, and the probe that catches it.
@@ -339,4 +448,16 @@ BUGS = (
         statistic_across_positions, probes.CAUSAL_LEAK),
     Bug(N_("the mask multiplied into the scores"),
         multiplicative_mask, probes.MASKED_WEIGHTS),
+    Bug(N_("log-probabilities as weights"),
+        log_softmax_weights, probes.ROWS_SUM_TO_1),
+    Bug(N_("a softmax in float16"),
+        float16_softmax, probes.ROWS_SUM_TO_1),
+    Bug(N_("queries centred over the batch"),
+        batch_centred_queries, probes.BATCH_APART),
+    Bug(N_("a mask made by multiplying with -inf"),
+        mask_times_minus_inf, probes.MASKED_WEIGHTS),
+    Bug(N_("padded queries that see no key"),
+        PaddedQueriesBlockedSelfAttention, probes.MASKED_WEIGHTS),
+    Bug(N_("dropout on the scores in training"),
+        ScoreDropoutSelfAttention, probes.TRAINING_MODE),
 )

@@ -30,6 +30,7 @@ from course_utils.checks import (
     require_positive_int,
     require_tensor,
     require_token_ids,
+    require_values,
 )
 from course_utils.nn.ablation import attention_layers
 
@@ -57,7 +58,10 @@ def repeated_tokens(batch_size: int, period: int, repeats: int, vocab_size: int,
 
 
 def _require_weights(weights) -> torch.Tensor:
-    weights = require_tensor("weights", weights, WEIGHTS)
+    weights = require_values("weights", require_tensor("weights", weights, WEIGHTS))
+    if weights.isnan().any():
+        raise ValueError(f"weights should be attention weights (numbers from 0 to 1), got NaN "
+                         f"in {int(weights.isnan().sum())} of {weights.numel()} entries")
     if weights.dim() != 5:
         raise ValueError(f"weights should have shape {WEIGHTS} (5 dims), got shape "
                          f"{tuple(weights.shape)}")

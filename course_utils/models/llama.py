@@ -26,11 +26,22 @@ from torch import nn
 from course_utils.checks import (
     require_bool,
     require_positive_int,
+    require_positive_number,
 )
 from course_utils.nn.attention import MultiHeadAttention
 from course_utils.nn.kv_cache import require_next_tokens
 from course_utils.nn.llama_parts import RMSNorm, SwiGLUFeedForward
 from course_utils.nn.masks import causal_mask
+
+
+def _require_rope_base(rope_base) -> float:
+    """A Llama's only positions are RoPE's: ``rope_base`` may not be None (which
+    MultiHeadAttention takes as "no RoPE") and must be a positive number."""
+    if rope_base is None:
+        raise TypeError("rope_base should be a positive number (RoPE is a Llama's only "
+                        "position information; None would build a model that cannot tell "
+                        "positions apart), got None")
+    return require_positive_number("rope_base", rope_base)
 
 
 class LlamaBlock(nn.Module):
@@ -52,6 +63,7 @@ class LlamaBlock(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, num_kv_heads: int | None = None,
                  rope_base: float = 10000.0, eps: float = 1e-5):
         super().__init__()
+        _require_rope_base(rope_base)
         self.norm1 = RMSNorm(d_model, eps=eps)
         self.self_attn = MultiHeadAttention(d_model, num_heads, bias=False,
                                             num_kv_heads=num_kv_heads, rope_base=rope_base)
@@ -96,6 +108,7 @@ class Llama(nn.Module):
         self.vocab_size = require_positive_int("vocab_size", vocab_size)
         self.max_len = require_positive_int("max_len", max_len)
         self.num_layers = require_positive_int("num_layers", num_layers)
+        _require_rope_base(rope_base)
         self.token_embedding = nn.Embedding(vocab_size, require_positive_int("d_model", d_model))
         self.blocks = nn.ModuleList(
             LlamaBlock(d_model, num_heads, d_ff, num_kv_heads=num_kv_heads,

@@ -21,6 +21,7 @@ from course_utils.checks import (
     require_int_tensor,
     require_positive_int,
     require_temperature,
+    require_values,
 )
 from course_utils.nn.kv_cache import KVCache
 
@@ -31,6 +32,23 @@ def _require_max_len(model: nn.Module) -> int | None:
                         f"course_utils.nn.kv_cache's protocol; {type(model).__name__} has none")
     max_len = model.max_len
     return None if max_len is None else require_positive_int("model.max_len", max_len)
+
+
+def _require_pickable(name: str, logits: torch.Tensor) -> torch.Tensor:
+    """Logits a token can be picked from: values (not 'meta'), no NaN, and in each row at
+    least one entry above -inf (greedy decoding would return a token from NaN, and
+    torch.multinomial fails on rows of probabilities that are NaN or all 0)."""
+    require_values(name, logits)
+    nan_rows = logits.isnan().any(dim=-1)  # (batch,)
+    if bool(nan_rows.any()):
+        raise ValueError(f"{name} should be numbers (or -inf), got NaN in row(s) "
+                         f"{nan_rows.nonzero()[:, 0].tolist()}: no token can be picked from "
+                         f"them; find where the NaN is born")
+    blocked_rows = (logits == float("-inf")).all(dim=-1)
+    if bool(blocked_rows.any()):
+        raise ValueError(f"{name} should leave each row at least one token above -inf, got "
+                         f"row(s) {blocked_rows.nonzero()[:, 0].tolist()} all -inf")
+    return logits
 
 
 def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
@@ -55,6 +73,7 @@ def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
             raise ValueError(f"top_k should be at most vocab_size={logits.shape[-1]}, "
                              f"got {top_k}")
     require_generator("generator", generator)
+    _require_pickable("logits", logits)
     if temperature == 0:
         return logits.argmax(dim=-1)
     if generator is None:
@@ -116,6 +135,14 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
         if cache is None and max_len is not None:
             feed = out[:, -max_len:]
         logits = model(feed, cache=cache)  # (batch, n_new, vocab_size)
+        returned = f"the logits {type(model).__name__} returned"
+        if not (isinstance(logits, torch.Tensor) and logits.is_floating_point()
+                and logits.dim() == 3 and logits.shape[:2] == feed.shape):
+            got = (f"{logits.dtype} of shape {tuple(logits.shape)}"
+                   if isinstance(logits, torch.Tensor) else type(logits).__name__)
+            raise ValueError(f"{returned} should be a float tensor (batch, n_new, vocab_size) "
+                             f"with (batch, n_new) = {tuple(feed.shape)}, got {got}")
+        _require_pickable(returned, logits[:, -1])
         chosen = next_token(logits[:, -1], temperature, top_k, generator)  # (batch,)
         out = torch.cat((out, chosen[:, None].to(out.dtype)), dim=1)
         feed = chosen[:, None] if cache is not None else out

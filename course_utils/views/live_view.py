@@ -43,6 +43,7 @@ from course_utils.checks import (
     require_positive_int,
     require_seed,
     require_temperature,
+    require_values,
 )
 from course_utils.data.corpus import CharTokenizer
 from course_utils.language import N_, _
@@ -91,6 +92,7 @@ def readable_text(tokenizer: CharTokenizer, text: str, max_len: int) -> Readable
 def _require_gpt(model) -> GPT:
     require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
     for name, tensor in model.state_dict().items():
+        require_values(f"model's {name}", tensor)  # the page needs the weights' values
         if not torch.isfinite(tensor).all() or tensor.abs().max() > HALF_MAX:
             raise ValueError(f"model's {name} holds a weight that float16 cannot hold "
                              f"(inf, NaN or beyond {HALF_MAX:g}): the page could not run it")
@@ -210,6 +212,8 @@ def shown_character(char: str) -> str:
     Used in lesson 12.
     """
     require_instance("char", char, str, "a str")
+    if len(char) != 1:
+        raise ValueError(f"char should be one character, got {char!r} ({len(char)} characters)")
     return {" ": "␣", "\n": "↵", "\t": "⇥"}.get(char, char)
 
 

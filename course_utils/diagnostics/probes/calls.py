@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs
+from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs, shown
 from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import Finding
 from course_utils.language import _
@@ -32,15 +32,15 @@ def determinism(probing: Probing) -> Finding:
         gap = max_abs((out_1 - out_2).nan_to_num())
         if ((w_1 == 0) != (w_2 == 0)).any():
             return _(
-                "the same inputs, called twice, gave outputs that differ by up to {gap:.2f}, and "
+                "the same inputs, called twice, gave outputs that differ by up to {gap}, and "
                 "weights that are 0 in one call but not in the other: dropout is active at "
                 "evaluation. F.dropout(weights, p) drops at every call (its training argument "
                 "defaults to True): pass training=self.training, or use nn.Dropout, which "
-                "model.eval() switches off.").format(gap=gap)
+                "model.eval() switches off.").format(gap=shown(gap))
         return _(
-            "the same inputs, called twice, gave outputs that differ by up to {gap:.2f}: "
+            "the same inputs, called twice, gave outputs that differ by up to {gap}: "
             "something random runs inside (torch.rand, torch.randn, dropout). At evaluation the "
-            "same input must give the same output.").format(gap=gap)
+            "same input must give the same output.").format(gap=shown(gap))
 
     return probing.over_layouts(DETERMINISM, check, _(
         "the same inputs give the same output and weights on every call"))

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs
+from course_utils.diagnostics.probing import (
+    TOLERANCE,
+    Probing,
+    max_abs,
+    reduced_precision,
+    shown,
+)
 from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import SKIP, Finding
 from course_utils.language import _, join_sentences
@@ -47,27 +53,35 @@ def masked_weights(probing: Probing) -> Finding:
     def check(layout):
         inputs = probing.inputs(3, layout)
         problems: dict[str, list[str]] = {}  # advice -> the masks it applies to
+        raw: list[str] = []
         for name, mask in ((_("causal"), layout.causal()),
                            (_("padding"), probing.padding_for(layout, 3))):
-            _output, weights = probing.subject.call(inputs, mask)
+            output, weights = probing.subject.call(inputs, mask)
+            problem = probing.raw_problem(output, weights, mask, name, layout)
             allowed = mask.expand_as(weights)
-            zero_or_nan = weights.isnan() | (weights.abs() <= TOLERANCE)
-            if zero_or_nan[~allowed].all():
+            zero = weights.abs() <= TOLERANCE
+            if problem is None and zero[~allowed].all():
                 continue
-            if zero_or_nan[allowed].all():
+            # A NaN row is one where the code blocked every key: it counts as blocked here,
+            # to recognise a mask read the wrong way round or on the wrong axis.
+            blocked = zero | weights.isnan()
+            if blocked[allowed].all() and (weights[~allowed] > TOLERANCE).any():
                 advice = _(
                     "the weights are 0 exactly where the mask is True: the mask is read the "
                     "other way round. In this course True = may attend (as in "
                     "F.scaled_dot_product_attention), so fill where it is False: "
                     "scores.masked_fill(~mask, float('-inf')).")
-            elif layout.n_q == layout.n_k and zero_or_nan[
-                    ~allowed.transpose(-2, -1)].all():
+            elif layout.n_q == layout.n_k and blocked[~allowed.transpose(-2, -1)].all() and (
+                    weights[~allowed] > TOLERANCE).any():
                 advice = _(
                     "the zero weights line up with the queries instead of the keys: the mask "
                     "was broadcast over the wrong axis. A key padding mask (batch, n_k) must "
                     "become (batch, 1, n_k), pad[:, None, :], not (batch, n_k, 1).")
+            elif problem is not None:  # judged raw: a NaN weight is not a zero weight
+                raw.append(problem)
+                continue
             else:
-                leaked = max_abs(weights[~allowed].nan_to_num())
+                leaked = max_abs(weights[~allowed])
                 constant = _constant_blocked_score(probing, inputs, layout, weights, allowed)
                 if constant is not None and abs(constant) < 1e-4:
                     advice = _(
@@ -76,15 +90,17 @@ def masked_weights(probing: Probing) -> Finding:
                         "0, not -inf. Fill instead: scores.masked_fill(~mask, float('-inf')).")
                 elif constant is not None:
                     advice = _(
-                        "blocked keys get weights up to {leaked:.2f}, as a score of {constant:.3g} "
+                        "blocked keys get weights up to {leaked}, as a score of {constant:.3g} "
                         "would: the blocked scores were filled with a finite number that real "
                         "scores do not stay above. Fill with float('-inf').").format(
-                        leaked=leaked, constant=constant)
+                        leaked=shown(leaked), constant=constant)
                 else:
                     advice = _(
-                        "blocked keys still get weights up to {leaked:.2f}: the mask never "
-                        "reaches the scores.").format(leaked=leaked)
+                        "blocked keys still get weights up to {leaked}: the mask never "
+                        "reaches the scores.").format(leaked=shown(leaked))
             problems.setdefault(advice, []).append(name)
+        if raw and not problems:  # NaN or log weights, and no mask pattern explains them
+            return raw[0]  # the first mask's finding names the cause; the next repeats it
         if not problems:
             return None
         return join_sentences(
@@ -107,37 +123,51 @@ def causal_leak(probing: Probing) -> Finding:
         inputs = probing.inputs(4, layout)
         mask = layout.causal()
         baseline, weights = probing.subject.call(inputs, mask)
+        problem = probing.raw_problem(baseline, weights, mask, _("causal"), layout)
+        if problem is not None:
+            return problem
         worst = (0.0, None, None)
         generator = probing.generator(40)
         for j in range(1, layout.n_k):
             watched = probing.subject.watched_queries(layout, [j])[:layout.n_q]
             if not watched:
                 continue
+            # Only sequence 0 changes, and only its own earlier outputs are watched: what
+            # reaches the other sequences is the 'sequences kept apart' probe's business.
             changed, _weights = probing.subject.call(
-                probing.subject.perturb(inputs, [j], generator, with_queries=True), mask)
-            diff = (changed - baseline)[..., watched, :]
-            finite = baseline[..., watched, :].isfinite() & changed[..., watched, :].isfinite()
-            size = max_abs(diff[finite])
+                probing.subject.perturb(inputs, [j], generator, sequence=0, with_queries=True),
+                mask)
+            diff = (changed - baseline)[0][..., watched, :]  # raw: a new NaN is a change
+            size = float("inf") if diff.isnan().any() else max_abs(diff)
             if size > worst[0]:
-                per_query = diff.nan_to_num().abs().amax(dim=-1)  # (..., watched)
+                per_query = diff.nan_to_num(nan=float("inf")).abs().amax(dim=-1)
                 earliest = int(per_query.reshape(-1, len(watched)).amax(0).argmax())
                 worst = (size, j, earliest)
         size, j, earliest = worst
         if size > TOLERANCE and probing.mask_holds(weights, mask):
+            if probing.batch_mixing() > TOLERANCE:
+                return _(
+                    "under a causal mask, changing token {j} changed the output at position "
+                    "{earliest} by up to {size}, although every future key has weight 0 and "
+                    "every row sums to 1: the future gets in before the scores, through a "
+                    "statistic computed over the whole tensor, across the positions and the "
+                    "sequences of the batch (see the 'sequences kept apart' probe), like "
+                    "scores.mean() or q.std(). Compute per-token statistics over the "
+                    "features, dim=-1.").format(j=j, earliest=earliest, size=shown(size))
             return _(
                 "under a causal mask, changing token {j} changed the output at position "
-                "{earliest} by up to {size:.2f}, although every future key has weight 0 and "
+                "{earliest} by up to {size}, although every future key has weight 0 and "
                 "every row sums to 1: the future gets in before the scores, through a statistic "
                 "computed across positions (a mean, norm or max over the sequence axis, "
                 "dim=-2). Compute per-token statistics over the features, dim=-1.").format(
-                j=j, earliest=earliest, size=size)
+                j=j, earliest=earliest, size=shown(size))
         if size > TOLERANCE:
             return _(
                 "under a causal mask, changing token {j} changed the output at position "
-                "{earliest} by up to {size:.2f}: information flows from the future. Block the "
+                "{earliest} by up to {size}: information flows from the future. Block the "
                 "future scores with -inf before a softmax over the keys: zero weights alone "
                 "are not enough, a key inside the softmax's denominator still leaks.").format(
-                j=j, earliest=earliest, size=size)
+                j=j, earliest=earliest, size=shown(size))
         return None
 
     return probing.over_layouts(CAUSAL_LEAK, check, _(
@@ -155,6 +185,9 @@ def padding_leak(probing: Probing) -> Finding:
         inputs = probing.inputs(5, layout)
         mask = probing.padding_for(layout, 5)
         baseline, weights = probing.subject.call(inputs, mask)
+        problem = probing.raw_problem(baseline, weights, mask, _("padding"), layout)
+        if problem is not None:
+            return problem
         length = layout.lengths()[1]
         padded = list(range(length, layout.n_k))
         changed_inputs = probing.subject.perturb(inputs, padded, probing.generator(50),
@@ -164,22 +197,22 @@ def padding_leak(probing: Probing) -> Finding:
         if not probing.subject.is_module:
             watched = list(range(layout.n_q))  # cross-attention: no query is padding
         before, after = baseline[1][..., watched, :], changed[1][..., watched, :]
-        both_finite = before.isfinite() & after.isfinite()
-        size = max_abs((after - before)[both_finite])
+        diff = after - before  # raw: a new NaN is a change
+        size = float("inf") if diff.isnan().any() else max_abs(diff)
         if size > TOLERANCE and probing.mask_holds(weights, mask):
             return _(
                 "changing the padding keys of a sequence of {length} real tokens changed the "
-                "other outputs by up to {size:.2f}, although the padding keys have weight 0 and "
+                "other outputs by up to {size}, although the padding keys have weight 0 and "
                 "every row sums to 1: the padding gets in before the scores, through a "
                 "statistic computed across positions (over the sequence axis, dim=-2). Compute "
                 "per-token statistics over the features, dim=-1.").format(
-                length=length, size=size)
+                length=length, size=shown(size))
         if size > TOLERANCE:
             return _(
                 "changing the padding keys of a sequence of {length} real tokens changed the "
-                "other outputs by up to {size:.2f}: padding leaks in. The padding mask must "
+                "other outputs by up to {size}: padding leaks in. The padding mask must "
                 "reach the scores before the softmax, over the keys, with True = real token."
-            ).format(length=length, size=size)
+            ).format(length=length, size=shown(size))
         return None
 
     return probing.over_layouts(PADDING_LEAK, check, _(
@@ -201,8 +234,12 @@ def finite_fill(probing: Probing) -> Finding:
         q, k, v = probing.inputs(14, layout)
         for name, mask in ((_("causal"), layout.causal()),
                            (_("padding"), probing.padding_for(layout, 14))):
-            _output, weights = probing.subject.call((q, k, v), mask)
-            if max_abs(weights[~mask.expand_as(weights)].nan_to_num()) > TOLERANCE:
+            output, weights = probing.subject.call((q, k, v), mask)
+            if probing.raw_problem(output, weights, mask, name, layout) is not None:
+                return Finding(FINITE_FILL, SKIP, _(
+                    "the weights are NaN or log-probabilities even for unit-size scores: see "
+                    "the masked weights probe"))
+            if max_abs(weights[~mask.expand_as(weights)]) > TOLERANCE:
                 return Finding(FINITE_FILL, SKIP, _(
                     "the mask does not block keys even for unit-size scores: see the masked "
                     "weights probe"))
@@ -210,15 +247,30 @@ def finite_fill(probing: Probing) -> Finding:
             direction = torch.ones(layout.d_k, dtype=q.dtype) / layout.d_k**0.5
             far = _FAR**0.5 * layout.d_k**0.25
             inputs = (q + far * direction, k - far * direction, v)
-            _output, weights = probing.subject.call(inputs, mask)
-            leaked = max_abs(weights[~mask.expand_as(weights)].nan_to_num())
+            unit_weights = weights
+            output, weights = probing.subject.call(inputs, mask)
+            if not (output.isfinite().all() and weights.isfinite().all()):
+                if reduced_precision(unit_weights) == torch.float16:
+                    return _(
+                        "with the {name} mask and real scores near {scores:.0e}, NaN or inf came "
+                        "out, and every weight is a float16 number: the scores were cast to "
+                        "float16, whose range ends at 65504, so every real score became -inf and "
+                        "the softmax 0/0. Keep the scores in q's dtype (see the 'rows sum to 1' "
+                        "probe).").format(name=name, scores=-_FAR)
+                return _(
+                    "with the {name} mask and real scores near {scores:.0e}, NaN or inf came "
+                    "out: a row whose real scores are all far below 0 must still give "
+                    "finite weights (torch.softmax subtracts the row's maximum first).").format(
+                    name=name, scores=-_FAR)
+            leaked = max_abs(weights[~mask.expand_as(weights)])
             if leaked > TOLERANCE:
                 return _(
                     "with the {name} mask and real scores near {scores:.0e}, blocked keys get "
-                    "weights up to {leaked:.2f}: the blocked scores were filled with a finite "
+                    "weights up to {leaked}: the blocked scores were filled with a finite "
                     "number (like -1e4 or -20) that real scores can fall below, and then it "
                     "blocks nothing. Fill with float('-inf'), or torch.finfo(scores.dtype).min, "
-                    "which no score goes below.").format(name=name, scores=-_FAR, leaked=leaked)
+                    "which no score goes below.").format(
+                    name=name, scores=-_FAR, leaked=shown(leaked))
         return None
 
     return probing.over_layouts(FINITE_FILL, check, _(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.diagnostics.probing import Probing, short_error
+from course_utils.diagnostics.probing import LOG_WEIGHTS, Probing, is_log_weights, short_error
 from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import SKIP, Finding
 from course_utils.diagnostics.subjects import WrongReturn
@@ -29,14 +29,21 @@ def nan_inf(probing: Probing) -> Finding:
                  (_("unit-size inputs with a causal mask"),
                   probing.inputs(8, layout, torch.float32), layout.causal()),
                  (_("inputs of size 10 (scores in the hundreds)"),
-                  probing.inputs(8, layout, torch.float32, scale=10.0), None)]
+                  probing.inputs(8, layout, torch.float32, scale=10.0), None),
+                 (_("unit-size inputs with a padding mask"),
+                  probing.inputs(8, layout, torch.float32), probing.padding_for(layout, 8))]
         for number, (name, inputs, mask) in enumerate(cases):
             output, weights = probing.subject.call(inputs, mask, dtype=torch.float32)
+            if is_log_weights(weights):
+                return str(LOG_WEIGHTS)
             if not (output.isfinite().all() and weights.isfinite().all()):
                 if mask is None and number == 2:  # the inputs of size 10
                     hint = _(
                         "exp() overflowed. torch.softmax subtracts each row's maximum before "
                         "exp(); a hand-written exp(s) / exp(s).sum() does not.")
+                elif mask is not None:  # every probe mask leaves each row a visible key
+                    mask_name = _("causal") if number == 1 else _("padding")
+                    hint = probing.raw_problem(output, weights, mask, mask_name, layout) or ""
                 else:
                     hint = _(
                         "look for a row with no visible key (softmax over only -inf is 0/0) "
@@ -47,7 +54,7 @@ def nan_inf(probing: Probing) -> Finding:
         return None
 
     return probing.over_layouts(NAN_INF, check, _(
-        "finite in float32, also for scores in the hundreds"))
+        "finite in float32, with causal and padding masks, also for scores in the hundreds"))
 
 
 @probe(DTYPE_DEVICE, order=100)

@@ -6,7 +6,14 @@ from __future__ import annotations
 import torch
 
 from course_utils.checks import require_tensor
-from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs
+from course_utils.diagnostics.probing import (
+    TOLERANCE,
+    Probing,
+    max_abs,
+    near,
+    reduced_precision,
+    shown,
+)
 from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding
 from course_utils.diagnostics.subjects import SCALE_LAYOUTS, SELF
@@ -48,40 +55,55 @@ def rows_sum_to_1(probing: Probing) -> Finding:
     """
     def check(layout):
         inputs = probing.inputs(2, layout)
-        _output, weights = probing.subject.call(inputs)
+        output, weights = probing.subject.call(inputs)
+        problem = probing.raw_problem(output, weights)  # NaN and log weights first, raw
+        if problem is not None:
+            return problem
         sums = weights.sum(-1)
-        finite = sums.isfinite()  # NaN rows are the NaN/inf probe's business
-        if not torch.allclose(sums[finite], torch.ones_like(sums[finite]), atol=TOLERANCE):
+        if not torch.allclose(sums, torch.ones_like(sums), atol=TOLERANCE):
             columns = weights.sum(-2)
             if torch.allclose(columns, torch.ones_like(columns), atol=TOLERANCE):
                 return _(
                     "the columns of the weights sum to 1, not the rows: the softmax "
                     "normalised over the queries. Use softmax(scores, dim=-1), so each "
                     "query's weights over the keys sum to 1.")
-            low, high = float(sums[finite].min()), float(sums[finite].max())
+            low, high = float(sums.min()), float(sums.max())
             if probing.varies():
                 return _(
-                    "rows sum to between {low:.2f} and {high:.2f}, not 1, and the weights "
+                    "rows sum to between {low} and {high}, not 1, and the weights "
                     "change from call to call: dropout on the weights at evaluation zeroes some "
                     "and scales the rest up (see the 'same input, same output' probe); the "
-                    "softmax itself may be right.").format(low=low, high=high)
+                    "softmax itself may be right.").format(low=near(low), high=near(high))
+            dtype = reduced_precision(weights)
+            if dtype is not None:
+                error = float((sums - 1).abs().max())
+                return _(
+                    "rows sum to between {low} and {high}, not 1: off by up to {error}, the "
+                    "size of {dtype}'s precision (its eps is {eps}), and every weight is a "
+                    "{dtype} number. The softmax ran in {dtype} and was cast back: for {input} "
+                    "inputs compute in {input} (keep the scores in q's dtype; in mixed "
+                    "precision, torch.softmax(scores, dim=-1, dtype=torch.float32)).").format(
+                    low=near(low), high=near(high), error=f"{error:.2g}",
+                    dtype=str(dtype).removeprefix("torch."),
+                    eps=f"{torch.finfo(dtype).eps:.2g}",
+                    input=str(weights.dtype).removeprefix("torch."))
             return _(
-                "rows sum to between {low:.2f} and {high:.2f}, not 1: the weights are not a "
-                "softmax over the last axis (the keys).").format(
-                low=low, high=high)
+                "rows sum to between {low} and {high}, not 1: the weights are not a "
+                "softmax over the last axis (the keys).").format(low=near(low), high=near(high))
         for name, mask in ((_("causal"), layout.causal()),
                            (_("padding"), probing.padding_for(layout, 2))):
-            _output, masked = probing.subject.call(inputs, mask)
+            output, masked = probing.subject.call(inputs, mask)
+            problem = probing.raw_problem(output, masked, mask, name, layout)
+            if problem is not None:
+                return problem
             sums = masked.sum(-1)
-            finite = sums.isfinite()
-            if not torch.allclose(sums[finite], torch.ones_like(sums[finite]),
-                                  atol=TOLERANCE):
-                low = float(sums[finite].min())
+            if not torch.allclose(sums, torch.ones_like(sums), atol=TOLERANCE):
+                low = float(sums.min())
                 return _(
                     "without a mask every row sums to 1, but with a {name} mask rows sum to "
-                    "as little as {low:.2f}: the masked weights were zeroed after the "
+                    "as little as {low}: the masked weights were zeroed after the "
                     "softmax, which breaks the normalisation. Fill the masked *scores* with "
-                    "-inf before the softmax.").format(name=name, low=low)
+                    "-inf before the softmax.").format(name=name, low=near(low))
         return None
 
     return probing.over_layouts(ROWS_SUM_TO_1, check, _(
@@ -99,6 +121,10 @@ def score_scale(probing: Probing) -> Finding:
             "measured on attention functions only: in a module the projections set the "
             "variance of q and k; diagnose the function the module calls"))
     d_k = SCALE_LAYOUTS[0].d_k
+    if probing.batch_mixing() > TOLERANCE:
+        return Finding(SCORE_SCALE, SKIP, _(
+            "the sequences of the batch mix (see the 'sequences kept apart' probe), so the "
+            "scores cannot be read back from one sequence's weights"))
 
     def check(layout):
         n_q, n_k, d_k, d_v = layout.n_q, layout.n_k, layout.d_k, layout.d_v
@@ -180,9 +206,9 @@ def output_mix(probing: Probing) -> Finding:
                     "unchanged.{again}").format(ratio=ratio, again=again)
             gap = max_abs((output - mixed).nan_to_num())
             return _(
-                "the output differs from weights @ v by up to {gap:.2f}: the output must mix "
+                "the output differs from weights @ v by up to {gap}: the output must mix "
                 "the values with exactly the weights returned, output = weights @ v.").format(
-                gap=gap)
+                gap=shown(gap))
         return None
 
     return probing.over_layouts(OUTPUT_MIX, check, _(

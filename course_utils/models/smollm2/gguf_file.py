@@ -57,6 +57,8 @@ def open_gguf(path=None) -> GGUFFile:
         raise TypeError(f"path should be a str or os.PathLike to a .gguf file, got "
                         f"{type(path).__name__}")
     path = Path(path).resolve()
+    if path.is_dir():
+        raise ValueError(f"path should be a .gguf file, got the directory {path}")
     stat = path.stat()  # a missing file raises FileNotFoundError naming it
     return _checked_file(path, stat.st_size, stat.st_mtime_ns)
 

@@ -101,8 +101,17 @@ class SmolLM2Tokenizer:
                     or not all(isinstance(value, str) for value in message.values())):
                 raise TypeError(f'messages[{index}] should be a dict {{"role": str, "content": '
                                 f'str}}, got {message!r}'[:200])
+            if message["role"] not in CHAT_ROLES:
+                # The template renders any role without complaint, and the model has never
+                # seen a turn marked with a role it was not tuned on.
+                raise ValueError(f"messages[{index}]['role'] should be one of {CHAT_ROLES}, "
+                                 f"got {message['role']!r}")
         return self._template.render(messages=messages,
                                      add_generation_prompt=add_generation_prompt)
+
+
+# The roles the Instruct model was tuned on (its chat template's turns).
+CHAT_ROLES = ("system", "user", "assistant")
 
 
 def _text(text) -> str:
