@@ -62,7 +62,7 @@ def test_alignment_points_at_a_word_that_names_a_digit():
         tokens, chars, links = english_tokens(n), chinese_numerals(n), alignment(n)
         assert len(links) == len(chars)
         assert set(tokens) <= set(SOURCE_WORDS) and set(chars) <= set(TARGET_CHARACTERS)
-        for char, link in zip(chars, links):
+        for char, link in zip(chars, links, strict=True):
             assert (link is None) == (char == "零"), (n, chars, links)
             if link is not None:
                 assert tokens[link] not in ("and", "-", ",", "hundred", "thousand", "million")
