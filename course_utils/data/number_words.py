@@ -204,7 +204,7 @@ def number_splits(generator: torch.Generator, train: int = 4000, validation: int
     require_int_in_range("max_train_tokens", max_train_tokens, 3, 20)
     pools: dict[str, list[int]] = {name: [] for name in sizes}
     seen: set[int] = set()
-    order = ("test", "validation", "longer", "train")
+    order = ("train", "validation", "test", "longer")
     budget = 200 * sum(sizes.values())
     while any(len(pools[name]) < sizes[name] for name in order):
         budget -= 1

@@ -1,0 +1,1 @@
+"""Each lesson's experiments: what its claims measure."""

@@ -1,0 +1,1 @@
+"""The attention core: mechanisms a model is built from."""
