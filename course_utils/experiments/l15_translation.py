@@ -28,7 +28,7 @@ TRAINING = {"steps": 600, "batch_size": 48, "lr": 5e-3}
 
 def _require_inputs(model, numbers) -> list[int]:
     require_instance("model", model, Translator, "a course_utils.models.translator.Translator")
-    if isinstance(numbers, int) or not hasattr(numbers, "__len__") or not len(numbers):
+    if isinstance(numbers, (int, str)) or not hasattr(numbers, "__len__") or not len(numbers):
         raise TypeError(f"numbers should be a non-empty list of ints, got "
                         f"{type(numbers).__name__}")
     return list(numbers)
@@ -184,12 +184,8 @@ def beam_translations(model: Translator, numbers, beam: int = 3) -> list[str]:
     return results
 
 
-def ablation_modes() -> tuple[str, ...]:
-    """The ways :func:`ablated_exact_match` switches cross-attention off.
-
-    Used in lesson 15.
-    """
-    return ("zero", "mean")
+# The ways ablated_exact_match switches cross-attention off.
+ABLATION_MODES = ("zero", "mean")
 
 
 def ablated_exact_match(model: Translator, numbers, mode: str, reference=None) -> float:
@@ -200,6 +196,33 @@ def ablated_exact_match(model: Translator, numbers, mode: str, reference=None) -
     Used in lesson 15.
     """
     numbers = _require_inputs(model, numbers)
-    require_one_of("mode", mode, ablation_modes())
+    require_one_of("mode", mode, ABLATION_MODES)
     reads = "zero" if mode == "zero" else mean_reads(model, reference or numbers)
     return exact_match(model, numbers, cross_reads=reads)
+
+
+@torch.no_grad()
+def character_accuracy(model: Translator, numbers, teacher_forced: bool) -> float:
+    """Share of target positions (each character and the end token) the model gets right.
+
+    ``teacher_forced=True``: its top choice at each position given the true characters
+    before it. ``False``: the character it wrote there itself, free running (greedy), so an
+    early mistake shifts or changes what follows.
+
+    Used in lesson 15.
+    """
+    numbers = _require_inputs(model, numbers)
+    if not isinstance(teacher_forced, bool):
+        raise TypeError(f"teacher_forced should be True or False, got {teacher_forced!r}")
+    src, mask = source_batch(numbers)
+    tgt_in, labels = target_batch(numbers)
+    real = labels != PAD  # (batch, n_tgt)
+    if teacher_forced:
+        logits, _ = model(src, tgt_in, mask)
+        guess = logits.argmax(-1)
+    else:
+        out, _ = model.translate(src, mask)
+        guess = torch.full_like(labels, -1)
+        width = min(labels.shape[1], out.shape[1] - 1)
+        guess[:, :width] = out[:, 1:width + 1]
+    return ((guess == labels) & real).sum().item() / real.sum().item()

@@ -74,7 +74,7 @@ def target_batch(numbers) -> tuple[torch.Tensor, torch.Tensor]:
 
     Used in lesson 15.
     """
-    if isinstance(numbers, int) or not hasattr(numbers, "__len__") or not len(numbers):
+    if isinstance(numbers, (int, str)) or not hasattr(numbers, "__len__") or not len(numbers):
         raise TypeError(f"numbers should be a non-empty list of ints, got "
                         f"{type(numbers).__name__}")
     rows = [[_TARGET_ID[c] for c in chinese_numerals(n)] for n in numbers]
@@ -93,8 +93,13 @@ def characters(ids) -> str:
 
     Used in lesson 15.
     """
+    if isinstance(ids, torch.Tensor):
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)):
+        raise TypeError(f"ids should be a 1-D tensor or list of target ids, got "
+                        f"{type(ids).__name__}")
     out = []
-    for i in (ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)):
+    for i in ids:
         if i == EOS:
             break
         if i > EOS:
@@ -267,7 +272,7 @@ def train_translator(model: Translator, numbers, steps: int, generator: torch.Ge
     Used in lesson 15.
     """
     require_instance("model", model, Translator, "a course_utils.models.translator.Translator")
-    if isinstance(numbers, int) or not hasattr(numbers, "__len__") or not len(numbers):
+    if isinstance(numbers, (int, str)) or not hasattr(numbers, "__len__") or not len(numbers):
         raise TypeError(f"numbers should be a non-empty list of ints, got "
                         f"{type(numbers).__name__}")
     require_positive_int("steps", steps)
