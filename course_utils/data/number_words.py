@@ -2,16 +2,19 @@
 
 Lesson 15's translation task: ``english_words(n)`` spells ``n`` as British English writes it
 (``"three thousand and five"``, hyphens in ``"twenty-one"``, a comma before a hundreds group
-after a larger one), and ``chinese_numerals(n)`` writes it in Chinese numerals (``"三千零五"``).
+after a larger one), and ``chinese_numerals(n)`` writes it in Chinese numerals (3005 is
+san-qian-ling-wu, "three thousand zero five").
 Both are tested equal to the references (the packages ``num2words`` and ``cn2an``) on many
 numbers; neither reference is needed to run the lesson.
 
-English groups digits by thousands (thousand, million), Chinese by ten-thousands (万, 亿),
-so the two orders differ: ``"twelve thousand, three hundred"`` is ``"一万二千三百"``, where
-the word ``twelve`` writes the characters on both sides of 万. Because the generator knows
+English groups digits by thousands (thousand, million), Chinese by ten-thousands (wan,
+10**4, and yi, 10**8), so the two orders differ: ``"twelve thousand, three hundred"`` is
+yi-wan-er-qian-san-bai ("one wan two thousand three hundred"), where the word ``twelve``
+writes the characters on both sides of wan. Because the generator knows
 which English word names each digit, it knows the alignment: :func:`alignment` credits
-every Chinese character to the word that names its digit (a place character 十 百 千 万 亿
-to the digit it follows, a leading 十 to the 1 it stands for) and credits 零 to no word,
+every Chinese character to the word that names its digit (a place character, ten, hundred,
+thousand, wan or yi, to the digit it follows; a leading "ten" to the 1 it stands for) and
+credits ling (the zero Chinese writes inside a number) to no word,
 since no English word says "zero" inside a number.
 
 Source tokens are the words, with ``-`` and ``,`` as tokens of their own
@@ -36,12 +39,13 @@ _UNITS = ("zero one two three four five six seven eight nine ten eleven twelve t
           "fourteen fifteen sixteen seventeen eighteen nineteen").split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALES = ("", "thousand", "million")
-DIGITS = "零一二三四五六七八九"
-_PLACES = ("", "十", "百", "千")
+DIGITS = "\u96f6\u4e00\u4e8c\u4e09\u56db\u4e94\u516d\u4e03\u516b\u4e5d"  # 0..9
+_PLACES = ("", "\u5341", "\u767e", "\u5343")  # 10, 100, 1000
+_WAN, _YI = "\u4e07", "\u4ebf"  # 10**4, 10**8
 
 # Every word and mark an English number uses, and every character a Chinese one uses.
 SOURCE_WORDS = (*_UNITS[1:], *_TENS[2:], "hundred", "thousand", "million", "and", "-", ",")
-TARGET_CHARACTERS = tuple(DIGITS + "十百千万亿")
+TARGET_CHARACTERS = (*DIGITS, *_PLACES[1:], _WAN, _YI)
 
 
 def _require_number(n) -> int:
@@ -123,11 +127,11 @@ def english_words(n: int) -> str:
 
 def _chinese(n: int) -> tuple[list[str], list[int | None]]:
     """The characters of ``n`` in Chinese and, for each, the digit position it belongs to
-    (``None`` for 零)."""
+    (``None`` for ling, the zero)."""
     chars: list[str] = []
     digit_at: list[int | None] = []
     if n == LARGEST:
-        return ["一", "亿"], [8, 8]
+        return [DIGITS[1], _YI], [8, 8]
     digits = [(n // 10**p) % 10 for p in range(8)]
     top = max(p for p in range(8) if digits[p])
     zero_pending = False
@@ -137,10 +141,10 @@ def _chinese(n: int) -> tuple[list[str], list[int | None]]:
             zero_pending = bool(chars)
         else:
             if zero_pending:
-                chars.append("零")
+                chars.append(DIGITS[0])
                 digit_at.append(None)
                 zero_pending = False
-            # a leading 一 before 十 is dropped at the very start (十五, 十万), kept elsewhere
+            # a 1 before "ten" is dropped at the very start (15, 100000), kept elsewhere
             if not (d == 1 and p % 4 == 1 and p == top):
                 chars.append(DIGITS[d])
                 digit_at.append(p)
@@ -148,10 +152,10 @@ def _chinese(n: int) -> tuple[list[str], list[int | None]]:
                 chars.append(_PLACES[p % 4])
                 digit_at.append(p)
         if p == 4 and any(digits[4:8]):
-            chars.append("万")
+            chars.append(_WAN)
             digit_at.append(min(q for q in range(4, 8) if digits[q]))
             zero_pending = False
-            if any(digits[:4]) and not digits[3]:  # 一万零五百: a gap below 万 says 零
+            if any(digits[:4]) and not digits[3]:  # 10500: a gap below wan says ling
                 zero_pending = True
     return chars, digit_at
 
@@ -159,7 +163,8 @@ def _chinese(n: int) -> tuple[list[str], list[int | None]]:
 def chinese_numerals(n: int) -> str:
     """``n`` (1..10**8) in Chinese numerals, exactly as ``cn2an.an2cn(n)`` writes it.
 
-    ``chinese_numerals(12300)`` is ``"一万二千三百"``; ``chinese_numerals(3005)`` is ``"三千零五"``.
+    ``chinese_numerals(12300)`` is ``"\u4e00\u4e07\u4e8c\u5343\u4e09\u767e"``
+    (one wan two thousand three hundred).
 
     Used in lesson 15.
     """
@@ -168,12 +173,13 @@ def chinese_numerals(n: int) -> str:
 
 def alignment(n: int) -> list[int | None]:
     """For each character of ``chinese_numerals(n)``, the index of the English token of
-    ``english_tokens(n)`` that produced it (``None`` for 零, which no word says).
+    ``english_tokens(n)`` that produced it (``None`` for ling, the zero, which no word says).
 
     A digit is produced by the word that names it (``twelve`` names both the 1 and the 2 of
-    12); a place character (十 百 千 万 亿) by the word of the digit it follows; a leading 十
-    (十五, 十万) by the word of the 1 it stands for. So ``alignment(12300)`` is
-    ``[0, 0, 0, 0, 3, 3]``: 一 万 二 千 from ``twelve``, 三 百 from ``three``.
+    12); a place character (ten, hundred, thousand, wan, yi) by the word of the digit it
+    follows; a leading "ten" (in 15 or 100000) by the word of the 1 it stands for. So
+    ``alignment(12300)`` is ``[0, 0, 0, 0, 3, 3]``: one, wan, two, thousand from ``twelve``;
+    three, hundred from ``three``.
 
     Used in lesson 15.
     """

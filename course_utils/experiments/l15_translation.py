@@ -90,7 +90,7 @@ def cross_weights_of(model: Translator, number: int) -> torch.Tensor:
 @torch.no_grad()
 def alignment_agreement(model: Translator, numbers) -> tuple[torch.Tensor, float]:
     """Per decoder layer and head ``(num_layers, heads)``: the share of output characters
-    (those an English word produced; 零 has none) whose strongest source token in the
+    (those an English word produced; the zero ling has none) whose strongest source token in the
     cross-attention row is the word that produced them, teacher forced. Also the share a
     head would reach by picking a real source token at random (the chance level).
 
