@@ -112,6 +112,7 @@ def test_measurements_run_and_agree(model):
     for mode in ABLATION_MODES:
         assert 0 <= ablated_exact_match(model, NUMBERS, mode) <= 1
     assert len(beam_translations(model, NUMBERS[:2], 2)) == 2
+    assert beam_translations(model, NUMBERS, 1) == wrote  # a beam of one is greedy
     assert characters(torch.tensor([BOS, 4, 13, EOS, 5])) == "一十"
 
 

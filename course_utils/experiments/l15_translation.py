@@ -69,7 +69,7 @@ def teacher_forced_exact_match(model: Translator, numbers) -> float:
     tgt_in, labels = target_batch(numbers)
     logits, _ = model(src, tgt_in, mask)
     right = (logits.argmax(-1) == labels) | (labels == PAD)  # (batch, n_tgt)
-    return right.all(dim=1).float().mean().item()
+    return right.all(dim=1).sum().item() / len(numbers)
 
 
 @torch.no_grad()
@@ -149,7 +149,8 @@ def mean_reads(model: Translator, numbers) -> torch.Tensor:
 @torch.no_grad()
 def beam_translations(model: Translator, numbers, beam: int = 3) -> list[str]:
     """Beam search of width ``beam``: keep the ``beam`` most likely prefixes (sum of log
-    probabilities) at each step; return the most likely finished one per number.
+    probabilities) at each step; return the most likely finished one per number (with
+    ``beam=1``, greedy decoding).
 
     Used in lesson 15.
     """
@@ -172,12 +173,12 @@ def beam_translations(model: Translator, numbers, beam: int = 3) -> list[str]:
                        for c in logp[i].topk(beam).indices.tolist()]
             options.sort(key=lambda o: -o[1])
             alive = []
-            for p, s in options:
-                if p[-1] == EOS:
-                    finished.append((p, s))
-                elif p[-1] != PAD and len(alive) < beam:
-                    alive.append((p, s))
-            if not alive or len(finished) >= beam:
+            for p, s in options[:beam]:  # the beam most likely continuations
+                (finished if p[-1] == EOS else alive).append((p, s))
+            # log probabilities only fall: stop once no live prefix can beat a finished one
+            best_finished = max((s for _, s in finished), default=float("-inf"))
+            alive = [(p, s) for p, s in alive if s > best_finished]
+            if not alive:
                 break
         best = max(finished or alive, key=lambda o: o[1])[0]
         results.append(characters(best[1:]))
