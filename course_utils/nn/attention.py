@@ -145,7 +145,7 @@ def split_heads(x, num_heads: int):
 
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
 
-    Used in lessons 06, 10 and 12.
+    Used in lessons 06, 10, 12 and 15.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
     if x.dim() != 3:
@@ -162,7 +162,7 @@ def split_heads(x, num_heads: int):
 def merge_heads(x):
     """Concatenate the heads: ``(batch, heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``.
 
-    Used in lessons 06 and 12.
+    Used in lessons 06, 12 and 15.
     """
     x = require_tensor("x", x, "(batch, heads, seq_len, d_k)")
     if x.dim() != 4:
@@ -204,7 +204,7 @@ class MultiHeadAttention(nn.Module):
       the queries attend to all ``n_k = past + n_q`` cached keys, so ``mask`` is ``(n_q,
       past + n_q)``, e.g. ``causal_mask(n_q, past + n_q)``. Self-attention only.
 
-    Used in lessons 04, 06, 07 and 13.
+    Used in lessons 04, 06, 07, 13 and 15.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True,
