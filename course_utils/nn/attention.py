@@ -193,6 +193,10 @@ class MultiHeadAttention(nn.Module):
       position ``past + i``, its key and value (rotated first, with RoPE) are appended, and
       the queries attend to all ``n_k = past + n_q`` cached keys, so ``mask`` is ``(n_q,
       past + n_q)``, e.g. ``causal_mask(n_q, past + n_q)``. Self-attention only.
+    - ``window`` (with a cache): this layer sees a sliding window of ``window`` positions, so
+      the cache keeps only its last ``window`` (``KVCache.append(..., window=)``); the keys are
+      then the ``held + n_q`` latest positions and ``mask`` is ``(n_q, held + n_q)``, e.g.
+      ``band_mask(n_q, held + n_q, window=window)`` (``held = cache.layer_held(layer)``).
 
     Used in lessons 04, 06, 07 and 13.
     """
@@ -226,7 +230,8 @@ class MultiHeadAttention(nn.Module):
             )
         return require_matches_module(name, x, self)
 
-    def forward(self, query, key=None, value=None, mask=None, cache=None, layer: int = 0):
+    def forward(self, query, key=None, value=None, mask=None, cache=None, layer: int = 0,
+                window: int | None = None):
         self_attention = key is None and value is None
         if not self_attention and (cache is not None or self.rope_base is not None):
             raise ValueError(
@@ -248,14 +253,16 @@ class MultiHeadAttention(nn.Module):
                 f"key is (batch, n_k, d_model) with n_k={key.shape[1]} but value has "
                 f"n_k={value.shape[1]}: every key needs exactly one value"
             )
-        past = 0
+        past = held = 0
         if cache is not None:
             require_instance("cache", cache, KVCache, "a course_utils.nn.kv_cache.KVCache")
-            past = cache.layer_seq_len(layer)
+            past, held = cache.layer_seq_len(layer), cache.layer_held(layer)
+        if window is not None:
+            require_positive_int("window", window)
         if mask is not None:
             require_same_device(query=query, mask=mask)
             scores_shape = torch.Size(
-                (query.shape[0], self.num_heads, query.shape[1], past + key.shape[1])
+                (query.shape[0], self.num_heads, query.shape[1], held + key.shape[1])
             )
             require_bool_mask(mask, scores_shape, "(batch, heads, n_q, n_k)")
 
@@ -268,7 +275,7 @@ class MultiHeadAttention(nn.Module):
             k = apply_rope(k, positions, self.rope_base)
         if cache is not None:
             # The cache keeps the rotated keys: a key's position never changes later.
-            k, v = cache.append(layer, k, v)  # (batch, kv_heads, past + n_q, d_k)
+            k, v = cache.append(layer, k, v, window=window)  # (batch, kv_heads, held + n_q, d_k)
         if self.num_kv_heads != self.num_heads:
             # Each key/value head serves `group` neighbouring query heads.
             group = self.num_heads // self.num_kv_heads
