@@ -24,7 +24,8 @@ from course_utils.checks import require_one_of
 
 
 def _every(num_layers: int, period: int, local, global_=None) -> tuple:
-    """``num_layers`` entries: ``global_`` at every ``period``-th layer (1-based), else ``local``."""
+    """``num_layers`` entries: ``global_`` at every ``period``-th layer (1-based), else
+    ``local``."""
     return tuple(global_ if (layer + 1) % period == 0 else local for layer in range(num_layers))
 
 

@@ -1,4 +1,6 @@
-"""Causal, sliding-window, chunked and padding masks, combined and converted. Convention: bool, **True = may attend**.
+"""Causal, sliding-window, chunked and padding masks, combined and converted.
+
+Convention: bool, **True = may attend**.
 
 Shapes, for scores ``(batch, n_q, n_k)`` or ``(batch, num_heads, n_q, n_k)``:
 
@@ -69,7 +71,7 @@ def band_mask(n_q: int, n_k: int | None = None, *, window: int, sinks: int = 0,
 
 
 def chunked_mask(n_q: int, n_k: int | None = None, *, chunk: int, device=None) -> torch.Tensor:
-    """Bool ``(n_q, n_k)``: causal within fixed chunks of ``chunk`` positions (Llama 4's local layers).
+    """Bool ``(n_q, n_k)``: causal within chunks of ``chunk`` positions (Llama 4's local layers).
 
     Key j at position j and query i at position ``p = n_k - n_q + i`` (queries last, as in
     :func:`causal_mask`): allowed when ``j <= p`` and ``j // chunk == p // chunk``. The first
