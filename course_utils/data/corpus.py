@@ -43,7 +43,7 @@ TEXTS = ("shakespeare", "tang_poems")
 def load_text(name: str) -> str:
     """The committed text ``name`` (one of ``TEXTS``) as one string.
 
-    Used in lessons 12, 13 and 14.
+    Used in lessons 12, 13, 14 and 17.
     """
     require_one_of("name", name, TEXTS)
     return (resources.files("course_utils") / "data" / f"{name}.txt").read_text(encoding="utf-8")

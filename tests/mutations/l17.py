@@ -30,9 +30,9 @@ RING_WRONG = [
 RING_RIGHT = [
     ("arange modulo", lambda seen, w: torch.arange(seen - min(seen, w), seen) % w),
     ("roll once full",
-     lambda seen, w: (torch.arange(w).roll(-(seen % w)) if seen >= w else torch.arange(seen))),
+     lambda seen, w: torch.arange(w).roll(-(seen % w)) if seen >= w else torch.arange(seen)),
     ("a numpy loop", lambda seen, w: [int(p) % w for p in np.arange(max(0, seen - w), seen)]),
-    ("a tuple", lambda seen, w: tuple((p % w for p in range(max(0, seen - w), seen)))),
+    ("a tuple", lambda seen, w: tuple(p % w for p in range(max(0, seen - w), seen))),
 ]
 
 
