@@ -38,7 +38,7 @@ def pad(text: str, width: int, align: str = "<") -> str:
     """``text`` padded with spaces to ``width`` columns (``align``: "<" left, ">" right, "^"
     centre), like ``format(text, f"{align}{width}")`` but counting wide characters twice.
 
-    Used in lessons 01, 02, 03, 04, 05, 06, 07, 08, 09, 10, 12, 14, 15, 16 and 19.
+    Used in lessons 01, 02, 03, 04, 05, 06, 07, 08, 09, 10, 12, 14, 15, 16, 17 and 19.
     """
     require_positive_int("width", width)
     require_one_of("align", align, ("<", ">", "^"))

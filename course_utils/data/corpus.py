@@ -44,7 +44,7 @@ TEXTS = ("shakespeare", "tang_poems")
 def load_text(name: str) -> str:
     """The committed text ``name`` (one of ``TEXTS``) as one string.
 
-    Used in lessons 12, 13, 14 and 16.
+    Used in lessons 12, 13, 14, 16 and 17.
     """
     require_one_of("name", name, TEXTS)
     return (resources.files("course_utils") / "data" / f"{name}.txt").read_text(encoding="utf-8")

@@ -35,7 +35,7 @@ from course_utils.checks import (
 from course_utils.data.corpus import sample_windows
 from course_utils.nn.blocks import EncoderBlock
 from course_utils.nn.kv_cache import require_next_tokens
-from course_utils.nn.masks import causal_mask
+from course_utils.nn.masks import band_mask, causal_mask
 from course_utils.nn.training import fit
 
 
@@ -47,6 +47,11 @@ class GPT(nn.Module):
         max_len: how many positions the model can see (one learned vector each).
         d_model, num_heads, num_layers: the sizes (``d_k = d_model / num_heads``).
         d_ff: the FFN's hidden width, ``4 * d_model`` by default as in GPT-2.
+        window: ``None`` (every layer attends to the whole past, GPT-2's layout), an int W
+            (every layer a sliding window of W positions, itself included: lesson 17's
+            :func:`~course_utils.nn.masks.band_mask`), or a list of ``num_layers`` entries,
+            one per layer, each an int or ``None`` for a global layer (e.g. Gemma 3's five
+            local layers per global one). A windowed layer's cache keeps at most W positions.
 
     ``forward(tokens, cache=None, return_weights=False)``: tokens ``(batch, n_new)`` ids
     give logits ``(batch, n_new, vocab_size)``. With a :class:`~course_utils.nn.kv_cache.KVCache`
@@ -55,17 +60,18 @@ class GPT(nn.Module):
     every block's attention, ``(batch, num_layers, num_heads, n_new, n_k)`` (``n_k =
     cache.seq_len + n_new``, before the call).
 
-    Used in lessons 12, 13 and 16.
+    Used in lessons 12, 13, 16 and 17.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,
-                 num_layers: int, d_ff: int | None = None):
+                 num_layers: int, d_ff: int | None = None, window=None):
         super().__init__()
         self.vocab_size = require_positive_int("vocab_size", vocab_size)
         self.max_len = require_positive_int("max_len", max_len)
         require_positive_int("d_model", d_model)
         self.num_layers = require_positive_int("num_layers", num_layers)
         d_ff = 4 * d_model if d_ff is None else d_ff
+        self.windows = _layer_windows(window, num_layers)  # one int or None per layer
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_len, d_model)
         # GPT-2's initial scale. nn.Embedding starts at N(0, 1), and through the tied readout
@@ -88,13 +94,41 @@ class GPT(nn.Module):
         mask = causal_mask(n_new, past + n_new, device=tokens.device)  # (n_new, n_k)
         all_weights = []
         for layer, block in enumerate(self.blocks):
-            x, weights = block(x, mask=mask, cache=cache, layer=layer)  # lesson 07's block
+            window, layer_mask = self.windows[layer], mask
+            if window is not None:
+                # A sliding window: the keys are the positions this layer's cache holds
+                # (at most `window`), then the new ones.
+                held = 0 if cache is None else cache.layer_held(layer)
+                layer_mask = band_mask(n_new, held + n_new, window=window,
+                                       device=tokens.device)  # (n_new, held + n_new)
+            x, weights = block(x, mask=layer_mask, cache=cache, layer=layer,
+                               window=window)  # lesson 07's block
             all_weights.append(weights)  # (batch, num_heads, n_new, n_k)
         # Tied readout: the token embedding (vocab_size, d_model) is the output matrix too.
         logits = F.linear(self.final_norm(x), self.token_embedding.weight)
         if return_weights:
+            if len({w.shape for w in all_weights}) > 1:
+                raise ValueError("return_weights=True with a cache needs every layer to hold "
+                                 "the same keys; windowed layers hold fewer, got n_k = "
+                                 f"{[w.shape[-1] for w in all_weights]}")
             return logits, torch.stack(all_weights, dim=1)
         return logits  # (batch, n_new, vocab_size)
+
+
+def _layer_windows(window, num_layers: int) -> tuple[int | None, ...]:
+    """``GPT``'s ``window`` argument as one entry per layer: an int W or None (global)."""
+    if window is None or (isinstance(window, int) and not isinstance(window, bool)):
+        window = [window] * num_layers
+    if not isinstance(window, (list, tuple)):
+        raise TypeError(f"window should be None, a positive int or a list of num_layers ints "
+                        f"or Nones, got {type(window).__name__} {window!r}")
+    if len(window) != num_layers:
+        raise ValueError(f"window should list one entry per layer, num_layers={num_layers}, "
+                         f"got {len(window)}: {list(window)!r}")
+    for layer, entry in enumerate(window):
+        if entry is not None:
+            require_positive_int(f"window[{layer}]", entry)
+    return tuple(window)
 
 
 def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,

@@ -203,6 +203,10 @@ class MultiHeadAttention(nn.Module):
       position ``past + i``, its key and value (rotated first, with RoPE) are appended, and
       the queries attend to all ``n_k = past + n_q`` cached keys, so ``mask`` is ``(n_q,
       past + n_q)``, e.g. ``causal_mask(n_q, past + n_q)``. Self-attention only.
+    - ``window`` (with a cache): this layer sees a sliding window of ``window`` positions, so
+      the cache keeps only its last ``window`` (``KVCache.append(..., window=)``); the keys are
+      then the ``held + n_q`` latest positions and ``mask`` is ``(n_q, held + n_q)``, e.g.
+      ``band_mask(n_q, held + n_q, window=window)`` (``held = cache.layer_held(layer)``).
 
     Used in lessons 04, 06, 07, 13 and 15.
     """
@@ -236,9 +240,9 @@ class MultiHeadAttention(nn.Module):
             )
         return require_matches_module(name, x, self)
 
-    def _require_forward(self, query, key, value, mask, cache, layer, need_weights):
-        """The arguments of :meth:`forward`, checked: ``(query, key, value, past)``, where
-        ``past`` is how many positions the cache already holds for ``layer``."""
+    def _require_forward(self, query, key, value, mask, cache, layer, need_weights, window):
+        """The arguments of :meth:`forward`, checked: ``(query, key, value, past)``: ``past``
+        positions the cache has seen for ``layer`` (it may hold fewer, under a ``window``)."""
         require_bool("need_weights", need_weights)
         self_attention = key is None and value is None
         if not self_attention and (cache is not None or self.rope_base is not None):
@@ -261,23 +265,24 @@ class MultiHeadAttention(nn.Module):
                 f"key is (batch, n_k, d_model) with n_k={key.shape[1]} but value has "
                 f"n_k={value.shape[1]}: every key needs exactly one value"
             )
-        past = 0
+        past = held = 0
         if cache is not None:
             require_instance("cache", cache, KVCache, "a course_utils.nn.kv_cache.KVCache")
-            past = cache.layer_seq_len(layer)
+            past, held = cache.layer_seq_len(layer), cache.layer_held(layer)
+        if window is not None:
+            require_positive_int("window", window)
         if mask is not None:
             require_same_device(query=query, mask=mask)
             scores_shape = torch.Size(
-                (query.shape[0], self.num_heads, query.shape[1], past + key.shape[1])
+                (query.shape[0], self.num_heads, query.shape[1], held + key.shape[1])
             )
             require_bool_mask(mask, scores_shape, "(batch, heads, n_q, n_k)")
-
         return query, key, value, past
 
     def forward(self, query, key=None, value=None, mask=None, cache=None, layer: int = 0,
-                need_weights: bool = True):
+                need_weights: bool = True, window: int | None = None):
         query, key, value, past = self._require_forward(query, key, value, mask, cache, layer,
-                                                        need_weights)
+                                                        need_weights, window)
         q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, n_q, d_k)
         k = split_heads(self.w_k(key), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
         v = split_heads(self.w_v(value), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
@@ -287,7 +292,7 @@ class MultiHeadAttention(nn.Module):
             k = apply_rope(k, positions, self.rope_base)
         if cache is not None:
             # The cache keeps the rotated keys: a key's position never changes later.
-            k, v = cache.append(layer, k, v)  # (batch, kv_heads, past + n_q, d_k)
+            k, v = cache.append(layer, k, v, window=window)  # (batch, kv_heads, held + n_q, d_k)
         if not need_weights and (mask is None or mask.any(dim=-1).all()):
             # Nobody reads the weights: torch's fused kernel computes the same softmax without
             # keeping (batch, heads, n_q, n_k), and lets each key/value head serve its group.

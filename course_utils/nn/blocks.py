@@ -130,7 +130,8 @@ class EncoderBlock(nn.Module):
     its attention appends this ``layer``'s keys and values and reads all cached ones
     (``n_k = cache.seq_len + seq_len``), as a decoder that generates does (lesson 12).
     ``need_weights=False`` returns ``(output, None)`` (the fused attention of
-    :class:`~course_utils.nn.attention.MultiHeadAttention`).
+    :class:`~course_utils.nn.attention.MultiHeadAttention`); ``window`` makes the cache keep
+    only this layer's last ``window`` positions (lesson 17).
 
     Used in lessons 07 and 10.
     """
@@ -151,9 +152,11 @@ class EncoderBlock(nn.Module):
     def _add_residual(self, x, sublayer_output):
         return x + sublayer_output if self.residual else sublayer_output
 
-    def forward(self, x, mask=None, cache=None, layer: int = 0, need_weights: bool = True):
+    def forward(self, x, mask=None, cache=None, layer: int = 0, need_weights: bool = True,
+                window: int | None = None):
         x = _require_stream("x", x, "(batch, seq_len, d_model)", self)
-        attend = {"mask": mask, "cache": cache, "layer": layer, "need_weights": need_weights}
+        attend = {"mask": mask, "cache": cache, "layer": layer, "need_weights": need_weights,
+                  "window": window}
         if self.norm_first:  # pre-LN: x + sublayer(norm(x))
             attended, weights = self.self_attn(self.norm1(x), **attend)
             x = self._add_residual(x, attended)

@@ -103,7 +103,7 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
     ``use_cache=False`` re-reads the context every step, cropped to the last ``max_len``
     tokens, so it can go on for ever.
 
-    Used in lessons 12 and 14.
+    Used in lessons 12, 14 and 17.
     """
     require_instance("model", model, nn.Module, "a torch.nn.Module")
     tokens = require_int_tensor("tokens", tokens, "(batch, seq_len)", "token ids")

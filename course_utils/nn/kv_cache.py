@@ -16,6 +16,9 @@ only and their queries attend to every cached key (the non-square causal mask of
   first token given sits at position ``cache.seq_len``, and each layer appends the keys and
   values of the new tokens (``layer`` = its index, from 0), so afterwards ``cache.seq_len``
   has grown by ``n_new``. A new, empty ``KVCache()`` starts a sequence;
+- a layer that attends only to a sliding window of ``window`` positions (lesson 17) appends
+  with ``window=``: the cache then keeps only its last ``window`` positions, in a ring buffer
+  (position ``p`` in slot ``p % window``), so that layer's memory stops growing;
 - ``model.max_len`` is how many positions the model can see (an int), or ``None`` for no
   limit (e.g. RoPE, which has no table to run out of).
 """
@@ -27,6 +30,7 @@ import torch
 from course_utils.checks import (
     require_instance,
     require_int_in_range,
+    require_positive_int,
     require_same_device,
     require_tensor,
     require_token_ids,
@@ -40,12 +44,19 @@ class KVCache:
     nothing of the model, so the same class serves every model that follows the protocol
     above. ``keys[layer]`` and ``values[layer]`` are the tensors of one layer.
 
-    Used in lessons 12 and 14.
+    A layer appended to with ``window=W`` keeps at most W positions: ``keys[layer]`` is then
+    a ring buffer of ``min(seen, W)`` slots, position ``p`` in slot ``p % W``, so its slots
+    are in chronological order only until it wraps; :meth:`append` hands the attention its
+    keys in chronological order.
+
+    Used in lessons 12, 14 and 17.
     """
 
     def __init__(self):
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
+        self.seen: list[int] = []  # positions each layer has been given (held or dropped)
+        self.windows: list[int | None] = []  # each layer's window (None: keeps everything)
 
     @property
     def num_layers(self) -> int:
@@ -53,7 +64,15 @@ class KVCache:
         return len(self.keys)
 
     def layer_seq_len(self, layer: int) -> int:
-        """The positions ``layer`` holds (0 for a layer that has stored nothing yet)."""
+        """The positions ``layer`` has been given (0 for a layer that has stored nothing yet).
+
+        The same as :meth:`layer_held` unless the layer has a window and has dropped some.
+        """
+        require_int_in_range("layer", layer, 0)
+        return self.seen[layer] if layer < self.num_layers else 0
+
+    def layer_held(self, layer: int) -> int:
+        """The positions ``layer`` holds now: at most its window (0 before it stored any)."""
         require_int_in_range("layer", layer, 0)
         return self.keys[layer].shape[2] if layer < self.num_layers else 0
 
@@ -64,7 +83,7 @@ class KVCache:
         Between two forward passes every layer holds the same number; during one, the layers
         that already ran hold more.
         """
-        return min((k.shape[2] for k in self.keys), default=0)
+        return min(self.seen, default=0)
 
     @property
     def nbytes(self) -> int:
@@ -73,13 +92,20 @@ class KVCache:
         (``course_utils.experiments.l06_cost.kv_cache_bytes``)."""
         return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
-    def append(self, layer: int, k, v) -> tuple[torch.Tensor, torch.Tensor]:
+    def append(self, layer: int, k, v, window: int | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new tokens' keys and values ``(batch, num_kv_heads, n_new, d_k)`` to
         ``layer`` and return all of that layer's, ``(batch, num_kv_heads, past + n_new, d_k)``.
 
         Layers are numbered from 0 and a new layer must come right after the last one.
+        With ``window=W`` (the same at every call for one layer) the layer keeps only its
+        last W positions, and the keys returned are the ``held + n_new`` positions from the
+        oldest held to the newest, in order: ``band_mask(n_new, held + n_new, window=W)``
+        of :mod:`course_utils.nn.masks` is then the mask of its attention.
         """
         require_int_in_range("layer", layer, 0, self.num_layers)
+        if window is not None:
+            require_positive_int("window", window)
         k = require_tensor("k", k, "(batch, num_kv_heads, n_new, d_k)")
         v = require_tensor("v", v, "(batch, num_kv_heads, n_new, d_k)")
         require_same_device(k=k, v=v)
@@ -89,9 +115,13 @@ class KVCache:
                 f"got {k.dtype} {tuple(k.shape)} and {v.dtype} {tuple(v.shape)}"
             )
         if layer == self.num_layers:
-            self.keys.append(k)
-            self.values.append(v)
-            return k, v
+            self.keys.append(k[:, :, :0])
+            self.values.append(v[:, :, :0])
+            self.seen.append(0)
+            self.windows.append(window)
+        elif window != self.windows[layer]:
+            raise ValueError(f"window should stay {self.windows[layer]} for layer {layer}, "
+                             f"as at its first append, got {window}")
         held = self.keys[layer]
         if (held.shape[:2] != k.shape[:2] or held.shape[3] != k.shape[3]
                 or held.dtype != k.dtype or held.device != k.device):
@@ -101,11 +131,34 @@ class KVCache:
                 f"num_kv_heads, d_k, dtype and device, got {k.dtype} {tuple(k.shape)} on "
                 f"{k.device}"
             )
-        # torch.cat copies what is held at every step (quadratic in total, but simple and
-        # small here; production caches preallocate max_len positions instead).
-        self.keys[layer] = torch.cat((held, k), dim=2)
-        self.values[layer] = torch.cat((self.values[layer], v), dim=2)
-        return self.keys[layer], self.values[layer]
+        seen, n_new = self.seen[layer], k.shape[2]
+        self.seen[layer] = seen + n_new
+        if window is None:
+            # torch.cat copies what is held at every step (quadratic in total, but simple and
+            # small here; production caches preallocate max_len positions instead).
+            self.keys[layer] = torch.cat((held, k), dim=2)
+            self.values[layer] = torch.cat((self.values[layer], v), dim=2)
+            return self.keys[layer], self.values[layer]
+        return self._append_to_ring(layer, seen, window, k, v)
+
+    def _append_to_ring(self, layer: int, seen: int, window: int, k, v):
+        """The windowed append: chronological keys for the attention, the ring kept."""
+        held_k, held_v = self.keys[layer], self.values[layer]  # (batch, kv_heads, held, d_k)
+        held = held_k.shape[2]
+        # The oldest held position is seen - held; it sits in slot (seen - held) % window.
+        oldest = (seen - held) % window
+        order = [(oldest + i) % window for i in range(held)]  # slots, oldest first
+        keys = torch.cat((held_k[:, :, order], k), dim=2)  # (batch, kv_heads, held + n_new, d_k)
+        values = torch.cat((held_v[:, :, order], v), dim=2)
+        # Keep the last min(window, seen + n_new) positions, position p in slot p % window.
+        end = seen + k.shape[2]
+        kept = min(window, end)
+        slots = torch.tensor([p % window for p in range(end - kept, end)])
+        ring_k = keys.new_empty((*keys.shape[:2], kept, keys.shape[3]))
+        ring_v = values.new_empty((*values.shape[:2], kept, values.shape[3]))
+        self.keys[layer] = ring_k.index_copy(2, slots.to(keys.device), keys[:, :, -kept:])
+        self.values[layer] = ring_v.index_copy(2, slots.to(keys.device), values[:, :, -kept:])
+        return keys, values
 
 
 def require_next_tokens(tokens, cache, vocab_size: int, max_len: int) -> tuple[torch.Tensor, int]:

@@ -1,8 +1,11 @@
-"""Causal and padding masks, combined and converted. Convention: bool, **True = may attend**.
+"""Causal, sliding-window, chunked and padding masks, combined and converted.
+
+Convention: bool, **True = may attend**.
 
 Shapes, for scores ``(batch, n_q, n_k)`` or ``(batch, num_heads, n_q, n_k)``:
 
-- ``causal_mask(n_q, n_k)`` is ``(n_q, n_k)``: the same for every sentence and head;
+- ``causal_mask(n_q, n_k)`` is ``(n_q, n_k)``: the same for every sentence and head; so are
+  ``band_mask`` (a sliding window) and ``chunked_mask`` (lesson 17's local layers);
 - ``padding_mask(lengths)`` is ``(batch, 1, n_k)``: one row of keys per sentence, already
   broadcasting over the queries; ``padding_mask(lengths)[:, None]`` is
   ``(batch, 1, 1, n_k)`` and broadcasts over the heads as well.
@@ -21,6 +24,7 @@ from course_utils.checks import (
     require_bool_mask,
     require_cache_sizes,
     require_float_dtype,
+    require_int_in_range,
     require_positive_int,
     require_same_device,
     require_tensor,
@@ -38,10 +42,48 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tenso
     ``F.scaled_dot_product_attention(is_causal=True)`` aligns to the top-left instead,
     which is only the same when ``n_q == n_k``.
 
-    Used in lessons 04, 05, 06, 07, 08, 09, 11, 12, 13, 14 and 16.
+    Used in lessons 04, 05, 06, 07, 08, 09, 11, 12, 13, 14, 16 and 17.
     """
     n_q, n_k = require_cache_sizes("causal_mask", n_q, n_k)
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=n_k - n_q)
+
+
+def band_mask(n_q: int, n_k: int | None = None, *, window: int, sinks: int = 0,
+              device=None) -> torch.Tensor:
+    """Bool ``(n_q, n_k)``: causal and local, a query sees its ``window`` latest positions.
+
+    Query i sits at position ``p = n_k - n_q + i`` (the queries are the **last** n_q of the
+    n_k keys, as in :func:`causal_mask`) and may attend to key j when
+    ``p - window < j <= p``: ``window`` keys, itself included (Mistral's, Gemma 3's and
+    gpt-oss's sliding window). ``window >= n_k`` gives :func:`causal_mask`. ``sinks``: the
+    first ``sinks`` keys stay visible to every later query as well (StreamingLLM's attention
+    sinks; only meaningful when key 0 is position 0 of the sequence).
+
+    Used in lesson 17.
+    """
+    n_q, n_k = require_cache_sizes("band_mask", n_q, n_k)
+    require_positive_int("window", window)
+    require_int_in_range("sinks", sinks, 0)
+    query = torch.arange(n_k - n_q, n_k, device=device)[:, None]  # (n_q, 1) positions
+    key = torch.arange(n_k, device=device)[None, :]  # (1, n_k)
+    recent = (key <= query) & (key > query - window)
+    return recent | ((key < sinks) & (key <= query))  # (n_q, n_k)
+
+
+def chunked_mask(n_q: int, n_k: int | None = None, *, chunk: int, device=None) -> torch.Tensor:
+    """Bool ``(n_q, n_k)``: causal within chunks of ``chunk`` positions (Llama 4's local layers).
+
+    Key j at position j and query i at position ``p = n_k - n_q + i`` (queries last, as in
+    :func:`causal_mask`): allowed when ``j <= p`` and ``j // chunk == p // chunk``. The first
+    query of a chunk sees only itself; the last sees the whole chunk.
+
+    Used in lesson 17.
+    """
+    n_q, n_k = require_cache_sizes("chunked_mask", n_q, n_k)
+    require_positive_int("chunk", chunk)
+    query = torch.arange(n_k - n_q, n_k, device=device)[:, None]  # (n_q, 1) positions
+    key = torch.arange(n_k, device=device)[None, :]  # (1, n_k)
+    return (key <= query) & (key // chunk == query // chunk)  # (n_q, n_k)
 
 
 def _lengths_tensor(lengths, device) -> tuple[torch.Tensor, int | None]:

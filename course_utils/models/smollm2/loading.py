@@ -215,7 +215,7 @@ def load_smollm2(path=None) -> tuple[Llama, SmolLM2Tokenizer]:
     are the tensors :func:`load_tensors` made, not copies: the model is built on the meta
     device (shapes, no memory, no random initialisation) and handed them.
 
-    Used in lesson 14.
+    Used in lessons 14 and 17.
     """
     config = read_config(path)
     if not config.tied_embeddings:

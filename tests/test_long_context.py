@@ -1,0 +1,211 @@
+"""Lesson 17's package code: band and chunked masks, the ring-buffer KV cache of a windowed
+layer, GPT(window=...), the real models' layouts and the lesson's experiments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils.data.window_configs import WINDOW_CONFIGS, window_config
+from course_utils.experiments.l17_long_context import (
+    LOOKUP_VALUES,
+    fact_lookup_batch,
+    kv_bytes_per_token,
+    lookup_accuracy_by_distance,
+    lookup_vocab_size,
+    masked_nll,
+    measured_reach,
+    train_fact_lookup,
+)
+from course_utils.models.gpt import GPT
+from course_utils.nn.attention import MultiHeadAttention
+from course_utils.nn.generation import generate
+from course_utils.nn.kv_cache import KVCache
+from course_utils.nn.masks import band_mask, causal_mask, chunked_mask
+
+
+def _band_by_loops(n_q, n_k, window, sinks=0):
+    mask = torch.zeros(n_q, n_k, dtype=torch.bool)
+    for i in range(n_q):
+        position = n_k - n_q + i
+        for j in range(n_k):
+            mask[i, j] = j <= position and (position - j < window or j < sinks)
+    return mask
+
+
+@pytest.mark.parametrize("n_q, n_k, window, sinks",
+                         [(6, 6, 3, 0), (2, 9, 4, 0), (1, 5, 1, 0), (7, 7, 2, 2), (3, 10, 20, 0),
+                          (4, 12, 3, 4)])
+def test_band_mask_is_the_window_written_out(n_q, n_k, window, sinks):
+    assert torch.equal(band_mask(n_q, n_k, window=window, sinks=sinks),
+                       _band_by_loops(n_q, n_k, window, sinks))
+
+
+def test_band_mask_with_a_wide_window_is_causal():
+    assert torch.equal(band_mask(5, 9, window=9), causal_mask(5, 9))
+
+
+def test_chunked_mask():
+    mask = chunked_mask(2, 8, chunk=3)  # queries at positions 6 and 7: chunk 6..8
+    assert mask.int().tolist() == [[0, 0, 0, 0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 0, 1, 1]]
+    assert torch.equal(chunked_mask(6, chunk=6), causal_mask(6))
+
+
+@pytest.mark.parametrize("window", [4, [3, None, 5], [None, 2, None], None])
+def test_windowed_gpt_generates_the_same_tokens_with_and_without_the_cache(window):
+    torch.manual_seed(0)
+    num_layers = len(window) if isinstance(window, list) else 2
+    model = GPT(30, 48, 16, 2, num_layers, window=window).eval()
+    with torch.no_grad():  # larger weights make every position's logits differ
+        for parameter in model.parameters():
+            parameter.mul_(8)
+    prompt = torch.randint(30, (2, 5))
+    cached = generate(model, prompt, 30, use_cache=True)
+    assert torch.equal(cached, generate(model, prompt, 30, use_cache=False))
+
+
+@pytest.mark.parametrize("chunks", [(1,) * 30, (7, 1, 5, 3, 2, 9, 3)])
+def test_cached_logits_equal_the_band_masked_pass(chunks):
+    torch.manual_seed(1)
+    model = GPT(30, 48, 16, 2, 3, window=[4, None, 6]).eval()
+    tokens = torch.randint(30, (2, sum(chunks)))
+    cache, outputs, start = KVCache(), [], 0
+    with torch.no_grad():
+        whole = model(tokens)
+        for size in chunks:
+            outputs.append(model(tokens[:, start:start + size], cache=cache))
+            start += size
+    assert torch.allclose(torch.cat(outputs, dim=1), whole, atol=1e-5)
+    assert cache.seq_len == sum(chunks)
+    assert [cache.layer_held(layer) for layer in range(3)] == [4, sum(chunks), 6]
+
+
+def test_a_windowed_layer_stops_growing_at_its_window():
+    torch.manual_seed(2)
+    model = GPT(30, 64, 16, 2, 2, window=5).eval()
+    cache = KVCache()
+    sizes = []
+    with torch.no_grad():
+        model(torch.randint(30, (1, 3)), cache=cache)
+        for _ in range(20):
+            model(torch.randint(30, (1, 1)), cache=cache)
+            sizes.append(cache.nbytes)
+    assert cache.seq_len == 23
+    assert sizes[0] < sizes[2] == sizes[-1]  # grows to 5 positions, then stays
+    assert cache.layer_held(0) == cache.layer_held(1) == 5
+
+
+def test_ring_buffer_slots():
+    cache = KVCache()
+    for position in range(7):
+        value = torch.full((1, 1, 1, 1), float(position))
+        keys, _ = cache.append(0, value, value, window=3)
+        # what the attention gets: the held positions oldest first, then the new one
+        assert keys.flatten().tolist() == [float(p) for p in range(max(0, position - 3),
+                                                                   position + 1)]
+    # positions 4, 5, 6 sit in slots 4 % 3 = 1, 5 % 3 = 2, 6 % 3 = 0
+    assert cache.keys[0].flatten().tolist() == [6.0, 4.0, 5.0]
+
+
+def test_the_cache_refuses_a_change_of_window():
+    cache = KVCache()
+    k = torch.zeros(1, 1, 2, 4)
+    cache.append(0, k, k, window=4)
+    with pytest.raises(ValueError, match="window should stay 4"):
+        cache.append(0, k, k)
+
+
+def test_gpt_without_window_is_unchanged():
+    torch.manual_seed(3)
+    plain = GPT(20, 16, 16, 2, 2)
+    torch.manual_seed(3)
+    explicit = GPT(20, 16, 16, 2, 2, window=[None, None])
+    tokens = torch.randint(20, (2, 16))
+    assert torch.equal(plain(tokens), explicit(tokens))
+    assert plain.windows == (None, None)
+
+
+def test_measured_reach_is_layers_times_window_minus_one():
+    torch.manual_seed(4)
+    for window, layers, expected in ((4, 3, 9), (6, 2, 10), ([3, None], 2, 39)):
+        model = GPT(30, 40, 16, 2, layers, window=window)
+        assert measured_reach(model, 40, torch.Generator().manual_seed(0)) == expected
+
+
+def test_kv_bytes_per_token():
+    dense = 2 * 32 * 8 * 128 * 2  # keys and values, 32 layers, 8 heads of 128, bfloat16
+    for context in (8192, 131072):
+        assert kv_bytes_per_token("Llama 3.1 8B", context) == dense
+    # gpt-oss-120b: 18 full layers, 18 windows of 128
+    at_128k = 2 * 8 * 64 * 2 * (18 * 131072 + 18 * 128) / 131072
+    assert kv_bytes_per_token("gpt-oss-120b", 131072) == pytest.approx(at_128k)
+    assert sum(entry is None for entry in window_config("Gemma 3 27B")["layers"]) == 10
+    assert all(len(config["layers"]) == config["num_layers"]
+               for config in WINDOW_CONFIGS.values())
+
+
+def test_fact_lookup_batch_puts_the_asked_fact_where_it_says():
+    tokens, answers, distances = fact_lookup_batch(64, 20, torch.Generator().manual_seed(0))
+    assert tokens.shape == (64, 21)
+    assert tokens.max() < lookup_vocab_size() and answers.max() < LOOKUP_VALUES
+    fact = tokens[torch.arange(64), 20 - distances]
+    assert torch.equal(fact % LOOKUP_VALUES, answers)
+
+
+def test_training_runs_and_scores_by_distance():
+    generator = torch.Generator().manual_seed(0)
+    model = train_fact_lookup([3, None], 12, 2, generator)
+    accuracy = lookup_accuracy_by_distance(model, 12, [1, 4, 13], generator, batch_size=50)
+    assert len(accuracy) == 2
+
+
+def test_masked_nll_with_the_causal_mask_is_the_model_loss():
+    from course_utils.models.llama import Llama
+    torch.manual_seed(5)
+    model = Llama(40, 32, 16, 4, 2, 32, num_kv_heads=2)
+    tokens = torch.randint(40, (12,))
+    logits = model(tokens[None])[0]
+    expected = torch.nn.functional.cross_entropy(logits[:-1], tokens[1:]).item()
+    assert masked_nll(model, tokens, causal_mask(12)) == pytest.approx(expected, abs=1e-5)
+
+
+BAD_INPUTS = [
+    pytest.param(band_mask, (4, 6), {"window": 0}, ValueError, ("window", "positive int", "0"),
+                 id="band_mask: window 0"),
+    pytest.param(band_mask, (4, 6), {"window": 2, "sinks": -1}, ValueError,
+                 ("sinks", "int >= 0", "-1"), id="band_mask: negative sinks"),
+    pytest.param(band_mask, (6, 4), {"window": 2}, ValueError, ("n_k >= n_q", "n_k=4"),
+                 id="band_mask: fewer keys than queries"),
+    pytest.param(chunked_mask, (4,), {"chunk": 2.0}, TypeError, ("chunk", "positive int", "float"),
+                 id="chunked_mask: float chunk"),
+    pytest.param(GPT, (20, 16, 16, 2, 2), {"window": [3]}, ValueError,
+                 ("window", "num_layers=2", "got 1"), id="GPT: window list too short"),
+    pytest.param(GPT, (20, 16, 16, 2, 2), {"window": "4"}, TypeError,
+                 ("window", "positive int", "str"), id="GPT: window a string"),
+    pytest.param(GPT, (20, 16, 16, 2, 2), {"window": [3, 0]}, ValueError,
+                 ("window[1]", "positive int", "0"), id="GPT: window entry 0"),
+    pytest.param(KVCache().append, (0, torch.zeros(1, 1, 2, 4), torch.zeros(1, 1, 2, 4)),
+                 {"window": 0}, ValueError, ("window", "positive int", "0"),
+                 id="KVCache.append: window 0"),
+    pytest.param(MultiHeadAttention(8, 2), (torch.zeros(1, 3, 8),), {"window": -2}, ValueError,
+                 ("window", "positive int", "-2"), id="MultiHeadAttention: window -2"),
+    pytest.param(window_config, ("Gemma 4",), {}, ValueError, ("name", "one of", "Gemma 4"),
+                 id="window_config: unknown model"),
+    pytest.param(kv_bytes_per_token, ("Llama 3.1 8B", 0), {}, ValueError,
+                 ("context", "positive int", "0"), id="kv_bytes_per_token: context 0"),
+    pytest.param(measured_reach, ("model", 8, torch.Generator()), {}, TypeError,
+                 ("model", "GPT", "str"), id="measured_reach: not a GPT"),
+    pytest.param(fact_lookup_batch, (4, 0, torch.Generator()), {}, ValueError,
+                 ("context", "int >= 1", "0"), id="fact_lookup_batch: context too short"),
+    pytest.param(lookup_vocab_size, (3,), {}, TypeError, ("positional argument",),
+                 id="lookup_vocab_size: takes nothing"),
+    pytest.param(train_fact_lookup, ([3, None], 12, 0, torch.Generator()), {}, ValueError,
+                 ("steps", "positive int", "0"), id="train_fact_lookup: zero steps"),
+    pytest.param(lookup_accuracy_by_distance, (GPT(20, 8, 8, 2, 2), 7, [4, 2],
+                                               torch.Generator()), {},
+                 ValueError, ("edges", "ascending", "[4, 2]"),
+                 id="lookup_accuracy_by_distance: edges not ascending"),
+    pytest.param(masked_nll, (GPT(20, 8, 8, 2, 2), torch.zeros(4, dtype=torch.long),
+                              causal_mask(4)), {},
+                 TypeError, ("model", "Llama", "GPT"), id="masked_nll: not a Llama"),
+]
