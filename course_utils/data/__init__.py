@@ -1,0 +1,1 @@
+"""Data generators: the tasks lessons train on, made in code."""

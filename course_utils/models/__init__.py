@@ -1,0 +1,1 @@
+"""Whole models built from the attention core."""
