@@ -1,0 +1,1 @@
+"""Data the lessons read: the training texts (``*.txt``) and real models' configurations."""

@@ -1,0 +1,1 @@
+"""Attention mechanisms: the layers that mix tokens, one module per idea."""
