@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from course_utils.attention import MultiHeadAttention
 from course_utils.data.model_configs import MODEL_CONFIGS, cache_bytes_per_token
 from course_utils.exercises.l18 import absorbed_query, attention_parameters, cache_bytes
+from course_utils.language import set_language
 from course_utils.nn.latent_attention import MultiHeadLatentAttention
 from tests.exercise_checks import Mutations
+from tests.test_exercises_masks import exercise_cells, run_alone
+
+
+@pytest.mark.parametrize("source", exercise_cells("18_latent_attention.ipynb"))
+def test_every_exercise_cell_of_lesson_18_works_on_its_own(source):
+    assert run_alone(source).startswith("… Not attempted")
+
+
+@pytest.mark.parametrize("source", exercise_cells("zh-CN/18_latent_attention.ipynb"))
+def test_every_exercise_cell_of_the_chinese_lesson_18_works_on_its_own_in_chinese(source):
+    set_language("zh-CN")
+    try:
+        assert run_alone(source).startswith("… 尚未作答")
+    finally:
+        set_language("en")
 
 
 def test_the_references_agree_with_the_package():
