@@ -68,22 +68,25 @@ class KVCache:
         """Append the new tokens' keys and values ``(batch, num_kv_heads, n_new, d_k)`` to
         ``layer`` and return all of that layer's, ``(batch, num_kv_heads, past + n_new, d_k)``.
 
-        Layers are numbered from 0 and a new layer must come right after the last one.
+        Layers are numbered from 0 and a new layer must come right after the last one. The
+        values may be narrower or wider than the keys (``d_v != d_k``): lesson 18's latent
+        attention keeps its shared RoPE key in one slot and its latent in the other.
         """
         require_int_in_range("layer", layer, 0, self.num_layers)
         k = require_tensor("k", k, "(batch, num_kv_heads, n_new, d_k)")
         v = require_tensor("v", v, "(batch, num_kv_heads, n_new, d_k)")
         require_same_device(k=k, v=v)
-        if k.dim() != 4 or k.shape != v.shape or k.dtype != v.dtype:
+        if k.dim() != 4 or k.shape[:3] != v.shape[:3] or k.dtype != v.dtype:
             raise ValueError(
-                "k and v should be (batch, num_kv_heads, n_new, d_k) of one shape and dtype, "
+                "k and v should be (batch, num_kv_heads, n_new, d_k) and (batch, num_kv_heads, "
+                "n_new, d_v) of one dtype, alike but for the last dim, "
                 f"got {k.dtype} {tuple(k.shape)} and {v.dtype} {tuple(v.shape)}"
             )
         if layer == self.num_layers:
             self.keys.append(k)
             self.values.append(v)
             return k, v
-        held = self.keys[layer]
+        held, held_v = self.keys[layer], self.values[layer]
         if (held.shape[:2] != k.shape[:2] or held.shape[3] != k.shape[3]
                 or held.dtype != k.dtype or held.device != k.device):
             raise ValueError(
@@ -92,8 +95,14 @@ class KVCache:
                 f"num_kv_heads, d_k, dtype and device, got {k.dtype} {tuple(k.shape)} on "
                 f"{k.device}"
             )
+        if held_v.shape[3] != v.shape[3]:
+            raise ValueError(
+                f"layer {layer} holds values (batch, num_kv_heads, seq_len, d_v) = "
+                f"{tuple(held_v.shape)}; the new v should have d_v={held_v.shape[3]}, got "
+                f"{tuple(v.shape)}"
+            )
         # torch.cat copies what is held at every step (quadratic in total, but simple and
         # small here; production caches preallocate max_len positions instead).
         self.keys[layer] = torch.cat((held, k), dim=2)
-        self.values[layer] = torch.cat((self.values[layer], v), dim=2)
+        self.values[layer] = torch.cat((held_v, v), dim=2)
         return self.keys[layer], self.values[layer]
