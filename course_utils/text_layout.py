@@ -52,7 +52,7 @@ def format_table(rows, align: str = ">", gap: int = 2) -> str:
     width. ``align`` is one of "<", ">", "^" for every column, or one such character per
     column ("<>>" puts the first on the left, the others on the right).
 
-    Used in lessons 10 and 11.
+    Used in lessons 10, 11 and 18.
     """
     rows = [list(row) for row in require_instance("rows", rows, (list, tuple), "a list of rows")]
     if not rows or any(len(row) != len(rows[0]) for row in rows):

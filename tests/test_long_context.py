@@ -6,11 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils.data.window_configs import WINDOW_CONFIGS, window_config
+from course_utils.data.model_configs import (
+    GEMMA_3_27B,
+    GPT_OSS_120B,
+    LLAMA_3_8B,
+    cache_bytes_per_token,
+    cache_bytes_per_token_at,
+)
 from course_utils.experiments.l17_long_context import (
     LOOKUP_VALUES,
     fact_lookup_batch,
-    kv_bytes_per_token,
     lookup_accuracy_by_distance,
     lookup_vocab_size,
     masked_nll,
@@ -132,16 +137,17 @@ def test_measured_reach_is_layers_times_window_minus_one():
         assert measured_reach(model, 40, torch.Generator().manual_seed(0)) == expected
 
 
-def test_kv_bytes_per_token():
+def test_cache_bytes_per_token_at_counts_what_each_layer_keeps():
     dense = 2 * 32 * 8 * 128 * 2  # keys and values, 32 layers, 8 heads of 128, bfloat16
     for context in (8192, 131072):
-        assert kv_bytes_per_token("Llama 3.1 8B", context) == dense
+        assert cache_bytes_per_token_at(LLAMA_3_8B, context) == dense
+    assert cache_bytes_per_token(LLAMA_3_8B) == dense
     # gpt-oss-120b: 18 full layers, 18 windows of 128
     at_128k = 2 * 8 * 64 * 2 * (18 * 131072 + 18 * 128) / 131072
-    assert kv_bytes_per_token("gpt-oss-120b", 131072) == pytest.approx(at_128k)
-    assert sum(entry is None for entry in window_config("Gemma 3 27B")["layers"]) == 10
-    assert all(len(config["layers"]) == config["num_layers"]
-               for config in WINDOW_CONFIGS.values())
+    assert cache_bytes_per_token_at(GPT_OSS_120B, 131072) == pytest.approx(at_128k)
+    # Shorter than every window, a windowed model keeps what full attention keeps.
+    assert cache_bytes_per_token_at(GEMMA_3_27B, 1000) == cache_bytes_per_token(GEMMA_3_27B)
+    assert sum(window is None for window in GEMMA_3_27B.layer_windows) == 10
 
 
 def test_fact_lookup_batch_puts_the_asked_fact_where_it_says():
@@ -189,10 +195,10 @@ BAD_INPUTS = [
                  id="KVCache.append: window 0"),
     pytest.param(MultiHeadAttention(8, 2), (torch.zeros(1, 3, 8),), {"window": -2}, ValueError,
                  ("window", "positive int", "-2"), id="MultiHeadAttention: window -2"),
-    pytest.param(window_config, ("Gemma 4",), {}, ValueError, ("name", "one of", "Gemma 4"),
-                 id="window_config: unknown model"),
-    pytest.param(kv_bytes_per_token, ("Llama 3.1 8B", 0), {}, ValueError,
-                 ("context", "positive int", "0"), id="kv_bytes_per_token: context 0"),
+    pytest.param(cache_bytes_per_token_at, (LLAMA_3_8B, 0), {}, ValueError,
+                 ("context", "positive int", "0"), id="cache_bytes_per_token_at: context 0"),
+    pytest.param(cache_bytes_per_token_at, ("Llama 3 8B", 8192), {}, TypeError,
+                 ("config", "ModelConfig", "str"), id="cache_bytes_per_token_at: a name"),
     pytest.param(measured_reach, ("model", 8, torch.Generator()), {}, TypeError,
                  ("model", "GPT", "str"), id="measured_reach: not a GPT"),
     pytest.param(fact_lookup_batch, (4, 0, torch.Generator()), {}, ValueError,

@@ -44,7 +44,7 @@ TEXTS = ("shakespeare", "tang_poems")
 def load_text(name: str) -> str:
     """The committed text ``name`` (one of ``TEXTS``) as one string.
 
-    Used in lessons 12, 13, 14, 16 and 17.
+    Used in lessons 12, 13, 14, 16, 17 and 18.
     """
     require_one_of("name", name, TEXTS)
     return (resources.files("course_utils") / "data" / f"{name}.txt").read_text(encoding="utf-8")
@@ -53,7 +53,7 @@ def load_text(name: str) -> str:
 class CharTokenizer:
     """One token per character: id ``i`` is ``chars[i]``, the characters in sorted order.
 
-    Used in lessons 12, 13 and 16.
+    Used in lessons 12, 13, 16 and 18.
     """
 
     def __init__(self, chars: str):
@@ -104,7 +104,7 @@ def train_validation_split(tokens, validation_fraction: float = 0.1
     """Split a token stream ``(num_tokens,)`` into its first part (training) and its last
     ``validation_fraction`` (validation): contiguous, so no window straddles the two.
 
-    Used in lessons 12 and 13.
+    Used in lessons 12, 13 and 18.
     """
     tokens = _require_stream(tokens)
     require_positive_number("validation_fraction", validation_fraction)
@@ -162,7 +162,7 @@ def unigram_loss(train, validation, vocab_size: int) -> float:
     unigram model counted on ``train`` ``(num_tokens,)``: every token predicted by how often
     it occurs, whatever came before.
 
-    Used in lesson 12.
+    Used in lessons 12 and 18.
     """
     train, validation = _require_counting_inputs(train, validation, vocab_size)
     return -_unigram_probabilities(train, vocab_size)[validation].log().mean().item()

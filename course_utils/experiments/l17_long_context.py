@@ -2,8 +2,6 @@
 
 - :func:`measured_reach`: how far back the last position of a real (untrained) ``GPT`` can
   read, found by changing one earlier token at a time and watching its logits;
-- :func:`kv_bytes_per_token`: the KV cache of a real model's layout at a given context,
-  from the configuration numbers of :mod:`course_utils.data.window_configs`;
 - :func:`fact_lookup_batch`, :func:`train_fact_lookup`, :func:`lookup_accuracy_by_distance`:
   a synthetic "find the value of this key" task, trained for a fixed budget under each
   layout and scored against the distance between the query and its fact;
@@ -24,7 +22,6 @@ from course_utils.checks import (
     require_positive_int,
     require_token_ids,
 )
-from course_utils.data.window_configs import BYTES_PER_NUMBER, window_config
 from course_utils.models.gpt import GPT
 from course_utils.models.llama import Llama
 from course_utils.nn.training import fit
@@ -54,32 +51,6 @@ def measured_reach(model: GPT, seq_len: int, generator: torch.Generator) -> int:
     moved = (logits[1:] - logits[0]).abs().amax(dim=-1) > 1e-6  # (seq_len - 1,)
     earliest = int(moved.nonzero()[0]) if moved.any() else seq_len - 1
     return seq_len - 1 - earliest
-
-
-def _kept(entry, context: int) -> int:
-    """Positions one layer's cache must hold at ``context`` tokens."""
-    if entry is None:
-        return context
-    if isinstance(entry, tuple):  # ("chunk", C): at most the C positions of one chunk
-        return min(entry[1], context)
-    return min(entry, context)
-
-
-def kv_bytes_per_token(name: str, context: int) -> float:
-    """Bytes of KV cache per token of context for the model ``name`` at ``context`` tokens.
-
-    The cache holds, for each layer, keys and values of ``num_kv_heads · head_dim`` numbers
-    per position kept: every position for a global layer, at most W for a window of W, at
-    most C for chunks of C. Divided by ``context``: ``2 · Σ_layers kept · num_kv_heads ·
-    head_dim · bytes / context``. A dense model's is the same at every context.
-
-    Used in lesson 17.
-    """
-    config = window_config(name)
-    require_positive_int("context", context)
-    kept = sum(_kept(entry, context) for entry in config["layers"])
-    per_position = 2 * config["num_kv_heads"] * config["head_dim"] * BYTES_PER_NUMBER
-    return kept * per_position / context
 
 
 # ------------------------------------------------------------------ find the value of a key

@@ -145,7 +145,7 @@ def split_heads(x, num_heads: int):
 
     Head ``i`` gets features ``i*d_k .. (i+1)*d_k - 1``, with ``d_k = d_model // num_heads``.
 
-    Used in lessons 06, 10, 12 and 15.
+    Used in lessons 06, 10, 12, 15 and 18.
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
     if x.dim() != 3:
@@ -162,7 +162,7 @@ def split_heads(x, num_heads: int):
 def merge_heads(x):
     """Concatenate the heads: ``(batch, heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``.
 
-    Used in lessons 06, 12 and 15.
+    Used in lessons 06, 12, 15 and 18.
     """
     x = require_tensor("x", x, "(batch, heads, seq_len, d_k)")
     if x.dim() != 4:

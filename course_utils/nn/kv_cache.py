@@ -49,7 +49,7 @@ class KVCache:
     are in chronological order only until it wraps; :meth:`append` hands the attention its
     keys in chronological order.
 
-    Used in lessons 12, 14 and 17.
+    Used in lessons 12, 14, 17 and 18.
     """
 
     def __init__(self):
@@ -97,7 +97,9 @@ class KVCache:
         """Append the new tokens' keys and values ``(batch, num_kv_heads, n_new, d_k)`` to
         ``layer`` and return all of that layer's, ``(batch, num_kv_heads, past + n_new, d_k)``.
 
-        Layers are numbered from 0 and a new layer must come right after the last one.
+        Layers are numbered from 0 and a new layer must come right after the last one. The
+        values may be narrower or wider than the keys (``d_v != d_k``): lesson 18's latent
+        attention keeps its shared RoPE key in one slot and its latent in the other.
         With ``window=W`` (the same at every call for one layer) the layer keeps only its
         last W positions, and the keys returned are the ``held + n_new`` positions from the
         oldest held to the newest, in order: ``band_mask(n_new, held + n_new, window=W)``
@@ -109,9 +111,10 @@ class KVCache:
         k = require_tensor("k", k, "(batch, num_kv_heads, n_new, d_k)")
         v = require_tensor("v", v, "(batch, num_kv_heads, n_new, d_k)")
         require_same_device(k=k, v=v)
-        if k.dim() != 4 or k.shape != v.shape or k.dtype != v.dtype:
+        if k.dim() != 4 or k.shape[:3] != v.shape[:3] or k.dtype != v.dtype:
             raise ValueError(
-                "k and v should be (batch, num_kv_heads, n_new, d_k) of one shape and dtype, "
+                "k and v should be (batch, num_kv_heads, n_new, d_k) and (batch, num_kv_heads, "
+                "n_new, d_v) of one dtype, alike but for the last dim, "
                 f"got {k.dtype} {tuple(k.shape)} and {v.dtype} {tuple(v.shape)}"
             )
         if layer == self.num_layers:
@@ -122,7 +125,7 @@ class KVCache:
         elif window != self.windows[layer]:
             raise ValueError(f"window should stay {self.windows[layer]} for layer {layer}, "
                              f"as at its first append, got {window}")
-        held = self.keys[layer]
+        held, held_v = self.keys[layer], self.values[layer]
         if (held.shape[:2] != k.shape[:2] or held.shape[3] != k.shape[3]
                 or held.dtype != k.dtype or held.device != k.device):
             raise ValueError(
@@ -131,13 +134,19 @@ class KVCache:
                 f"num_kv_heads, d_k, dtype and device, got {k.dtype} {tuple(k.shape)} on "
                 f"{k.device}"
             )
+        if held_v.shape[3] != v.shape[3]:
+            raise ValueError(
+                f"layer {layer} holds values (batch, num_kv_heads, seq_len, d_v) = "
+                f"{tuple(held_v.shape)}; the new v should have d_v={held_v.shape[3]}, got "
+                f"{tuple(v.shape)}"
+            )
         seen, n_new = self.seen[layer], k.shape[2]
         self.seen[layer] = seen + n_new
         if window is None:
             # torch.cat copies what is held at every step (quadratic in total, but simple and
             # small here; production caches preallocate max_len positions instead).
             self.keys[layer] = torch.cat((held, k), dim=2)
-            self.values[layer] = torch.cat((self.values[layer], v), dim=2)
+            self.values[layer] = torch.cat((held_v, v), dim=2)
             return self.keys[layer], self.values[layer]
         return self._append_to_ring(layer, seen, window, k, v)
 

@@ -42,7 +42,7 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device=None) -> torch.Tenso
     ``F.scaled_dot_product_attention(is_causal=True)`` aligns to the top-left instead,
     which is only the same when ``n_q == n_k``.
 
-    Used in lessons 04, 05, 06, 07, 08, 09, 11, 12, 13, 14, 16 and 17.
+    Used in lessons 04, 05, 06, 07, 08, 09, 11, 12, 13, 14, 16, 17 and 18.
     """
     n_q, n_k = require_cache_sizes("causal_mask", n_q, n_k)
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(diagonal=n_k - n_q)

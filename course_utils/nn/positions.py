@@ -68,7 +68,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     The angles are computed in float32 as transformers does (in float64 for float64 ``x``);
     the result has ``x``'s dtype.
 
-    Used in lesson 11.
+    Used in lessons 11 and 18.
     """
     x = require_tensor("x", x, "(..., seq_len, d)")
     positions = require_int_tensor("positions", positions, "(seq_len,)", "positions")
