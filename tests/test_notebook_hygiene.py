@@ -77,6 +77,20 @@ def test_no_unfinished_prose(path):
         )
 
 
+# The course's own machinery, which a learner never sees: the prose speaks of the seed in
+# setup() and of "every seed we tried", not of audits, setup seeds or stored runs.
+MACHINERY_WORDS = re.compile(r"claims audit|setup seed|stored run|audit seed|断言审计|声明审核"
+                             r"|setup 种子|存储的运行", re.I)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_name)
+def test_the_prose_does_not_speak_of_the_test_machinery(path):
+    for number, cell in enumerate(read(path).cells, 1):
+        if cell.cell_type == "markdown":
+            found = MACHINERY_WORDS.search(cell.source)
+            assert not found, f"{_name(path)} cell {number} says {found.group()!r} to the learner"
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_header_states_a_run_time_within_the_budget(path):
     stated = stated_run_time(path)
