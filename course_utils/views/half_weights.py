@@ -4,7 +4,7 @@ The live views (lesson 12's GPT in :mod:`course_utils.views.live_view`, lesson 1
 in :mod:`course_utils.views.translator_view`) run their model in JavaScript from weights that
 travel inside the output. float16 halves what a page weighs and keeps predictions within a
 few thousandths of float32 (measured in tests/test_live.py); the page decodes the halves
-(``static/model_math.js``) and computes in float64. Python computes the view's numbers from
+(``static/live_common.js``) and computes in float64. Python computes the view's numbers from
 :func:`rounded_to_half`, so both sides start from the same weights.
 """
 

@@ -6,7 +6,7 @@
    whatever the reader types: token plus position vectors, pre-LN blocks of causal
    multi-head attention and a GELU feed-forward network, a final LayerNorm and the tied
    readout, then a softmax over the vocabulary. The arithmetic of the layers is
-   model_math.js's (inlined before this script, shared with lesson 15's translator view);
+   live_common.js's (inlined before this script, shared with lesson 15's translator view);
    node's test runner checks the model against the Python one (tests/js/live.test.js).
 
    Two halves, as explorer.js: the logic (pure functions, no DOM), exported for node when
@@ -19,18 +19,19 @@
 
   // --- logic: the model, no DOM -------------------------------------------------------------
 
-  // The shared arithmetic and text helpers (model_math.js, inlined before this script).
-  var M = typeof module !== 'undefined' && module.exports ? require('./model_math.js') :
-    window.courseModelMath;
-  var fill = M.fill, esc = M.esc, linear = M.linear, layerNorm = M.layerNorm,
-    softmax = M.softmax, entropy = M.entropy, addInPlace = M.addInPlace;
+  // What the live views share (live_common.js, inlined before this script).
+  var C = typeof module !== 'undefined' && module.exports ? require('./live_common.js') :
+    window.courseLiveCommon;
+  var fill = C.fill, esc = C.esc, linear = C.linear, layerNorm = C.layerNorm,
+    softmax = C.softmax, entropy = C.entropy, addInPlace = C.addInPlace, el = C.el,
+    selector = C.selector;
 
   // The payload's model as {config, vocab, index (character -> id), p (name -> flat array)}.
   function unpackModel(payload) {
     var index = {};
     payload.vocab.forEach(function (c, i) { index[c] = i; });
     return {config: payload.model.config, vocab: payload.vocab, index: index,
-            p: M.unpackWeights(payload.model)};
+            p: C.unpackWeights(payload.model)};
   }
 
   function characters(text) {  // code points, as Python iterates a str (surrogate pairs joined)
@@ -63,18 +64,6 @@
               .map(function (x) { return x.c; })};
   }
 
-  // Causal multi-head self-attention (course_utils.nn.attention.MultiHeadAttention under
-  // causal_mask): x (n, d_model) -> {out (n, d_model), weights (heads, n, n) as nested
-  // arrays}; keys right of the query get 0. With lastOnly, out is the last query's row
-  // (1, d_model) alone: every weight is still made.
-  function attention(x, n, p, prefix, numHeads, lastOnly) {
-    var d = x.length / n;
-    var a = M.attendHeads(M.project(x, n, p, prefix, 'w_q'), n, M.project(x, n, p, prefix, 'w_k'),
-                          M.project(x, n, p, prefix, 'w_v'), n, numHeads, true);
-    var merged = lastOnly ? a.merged.subarray((n - 1) * d) : a.merged;
-    return {out: M.project(merged, lastOnly ? 1 : n, p, prefix, 'w_o'), weights: a.weights};
-  }
-
   // The GPT's forward pass on token ids (at most max_len): {attentions (layers, heads, n, n)
   // as nested arrays, hidden: after the final LayerNorm, one (d_model,) array per position};
   // readout() turns a hidden row into logits. lastOnly: `hidden` holds the last position
@@ -93,12 +82,13 @@
     var attentions = [], rows = n;
     for (var layer = 0; layer < cfg.num_layers; layer++) {
       var b = 'blocks.' + layer + '.', last = lastOnly && layer === cfg.num_layers - 1;
-      var a = attention(layerNorm(x, n, p[b + 'norm1.weight'], p[b + 'norm1.bias'], cfg.eps),
-                        n, p, b + 'self_attn.', cfg.num_heads, last);
+      var a = C.selfAttention(layerNorm(x, n, p[b + 'norm1.weight'], p[b + 'norm1.bias'],
+                                        cfg.eps), n, p, b + 'self_attn.', cfg.num_heads, true,
+                             last);
       if (last) { x = x.slice((n - 1) * d); rows = 1; }
       addInPlace(x, a.out);
-      addInPlace(x, M.feedForward(layerNorm(x, rows, p[b + 'norm2.weight'], p[b + 'norm2.bias'],
-                                            cfg.eps), rows, p, b + 'ffn.', M.gelu));
+      addInPlace(x, C.feedForward(layerNorm(x, rows, p[b + 'norm2.weight'], p[b + 'norm2.bias'],
+                                            cfg.eps), rows, p, b + 'ffn.', C.gelu));
       attentions.push(a.weights);
     }
     var normed = layerNorm(x, rows, p['final_norm.weight'], p['final_norm.bias'], cfg.eps);
@@ -136,7 +126,7 @@
   // One token id from logits: the most likely at temperature 0, else drawn from
   // softmax(logits / temperature) with `random` (inverse of the cumulative distribution).
   function pickToken(logits, temperature, random) {
-    var best = M.argmax(logits), i;
+    var best = C.argmax(logits), i;
     if (temperature === 0) { return best; }
     var w = softmax(logits.map(function (l) { return l / temperature; }));
     var u = random(), total = 0;
@@ -166,7 +156,7 @@
 
   var logic = {
     unpackModel: unpackModel, characters: characters, tokenize: tokenize,
-    attention: attention, forward: forward, readout: readout, run: run,
+    forward: forward, readout: readout, run: run,
     seededRandom: seededRandom, pickToken: pickToken, continueText: continueText,
     topTokens: topTokens, shownCharacter: shownCharacter
   };
@@ -204,22 +194,7 @@
       return element && element.courseLive ? element.courseLive : null;
     };
 
-    function el(tag, cls, text) {
-      var e = document.createElement(tag);
-      if (cls) { e.className = cls; }
-      if (text !== undefined && text !== null) { e.textContent = text; }
-      return e;
-    }
     function colour(w) { return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')'; }
-    function selector(cls, name, count, onChange) {
-      var label = el('label', null, name + ' '), s = el('select', cls);
-      for (var i = 0; i < count; i++) {
-        var o = el('option', null, String(i)); o.value = String(i); s.appendChild(o);
-      }
-      s.addEventListener('change', function () { onChange(Number(s.value)); });
-      label.appendChild(s);
-      return s;
-    }
     function query() { return S.q !== null && S.q < R.tokens.length ? S.q : R.tokens.length - 1; }
 
     // --- building (once) --------------------------------------------------------------------

@@ -2,12 +2,12 @@
    course_utils/views/live_view.py (lesson 12's GPT) and translator_view.py (lesson 15's
    translator): the weights decoded from float16 in base64 (course_utils/views/half_weights.py),
    the arithmetic of the course's layers (nn.Linear, nn.LayerNorm, GELU, ReLU, softmax,
-   multi-head scaled dot-product attention), and the two text helpers of the pages.
+   multi-head scaled dot-product attention, the FFN), and the pages' text and DOM helpers.
 
    Arithmetic in float64 on the float16 weights; node's test runner checks the models built
    from it against Python (tests/js/live.test.js, tests/js/translator.test.js).
-   Pure functions, no DOM: exported for node when `module` exists, else as
-   window.courseModelMath for the view scripts that follow it on the page.
+   Pure functions (the DOM helpers aside, which only the pages call): exported for node when
+   `module` exists, else as window.courseLiveCommon for the view scripts that follow it.
    Plain ES5-style code and typed arrays (every browser has them), no library. */
 /* global Float64Array */
 (function () {
@@ -145,6 +145,17 @@
     return linear(x, n, weight, p[prefix + name + '.bias'], weight.length / (x.length / n));
   }
 
+  // Multi-head self-attention (MultiHeadAttention with key = value = query) under `prefix`:
+  // x (n, d_model) -> {out (n, d_model), weights (heads, n, n) as nested arrays}; `causal`
+  // as in attendHeads (course_utils.nn.masks.causal_mask). With lastOnly, out is the last
+  // query's row (1, d_model) alone: every weight is still made.
+  function selfAttention(x, n, p, prefix, numHeads, causal, lastOnly) {
+    var d = x.length / n;
+    var a = attendHeads(project(x, n, p, prefix, 'w_q'), n, project(x, n, p, prefix, 'w_k'),
+                        project(x, n, p, prefix, 'w_v'), n, numHeads, causal);
+    var merged = lastOnly ? a.merged.subarray((n - 1) * d) : a.merged;
+    return {out: project(merged, lastOnly ? 1 : n, p, prefix, 'w_o'), weights: a.weights};
+  }
   // A position-wise FeedForward under `prefix` (its linear1, activation, linear2) on every
   // row of x (n, d_model); `activation` is gelu or relu.
   function feedForward(x, n, p, prefix, activation) {
@@ -153,13 +164,32 @@
     return project(hidden, n, p, prefix, 'linear2');
   }
 
-  var math = {
+  // The pages' two DOM helpers (called only where there is a document): an element with a
+  // class and a text, and a labelled <select> of 0..count-1 (the label wraps it, so a screen
+  // reader names it and a click on the words focuses it).
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = text; }
+    return e;
+  }
+  function selector(cls, name, count, onChange) {
+    var label = el('label', null, name + ' '), s = el('select', cls);
+    for (var i = 0; i < count; i++) {
+      var o = el('option', null, String(i)); o.value = String(i); s.appendChild(o);
+    }
+    s.addEventListener('change', function () { onChange(Number(s.value)); });
+    label.appendChild(s);
+    return s;
+  }
+
+  var common = {
     fill: fill, esc: esc, halfToNumber: halfToNumber, decodeHalves: decodeHalves,
     unpackWeights: unpackWeights, zeros: zeros, linear: linear, layerNorm: layerNorm, erf: erf,
     gelu: gelu, relu: relu, softmax: softmax, entropy: entropy, argmax: argmax,
     addInPlace: addInPlace, attendHeads: attendHeads, project: project,
-    feedForward: feedForward
+    selfAttention: selfAttention, feedForward: feedForward, el: el, selector: selector
   };
-  if (typeof module !== 'undefined' && module.exports) { module.exports = math; }
-  if (typeof window !== 'undefined') { window.courseModelMath = math; }
+  if (typeof module !== 'undefined' && module.exports) { module.exports = common; }
+  if (typeof window !== 'undefined') { window.courseLiveCommon = common; }
 })();
