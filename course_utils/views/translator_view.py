@@ -282,8 +282,9 @@ def translator_view_figure(view: TranslatorView, text: str | None = None):
                          f"one character for, got {text!r}")
     weights = state.cross_attentions[view.layer, view.head].numpy()  # (n_out, n_in)
     n_out, n_in = weights.shape
-    fig, heat = plt.subplots(figsize=(max(5.0, 0.5 * n_in + 2.5), max(3.0, 0.35 * n_out + 1.8)),
-                             layout="constrained")
+    # one size for every text: a notebook's stored "<Figure size ...>" must not depend on
+    # how many characters a trained model happens to write
+    fig, heat = plt.subplots(figsize=(9, 4.5), layout="constrained")
     image = heat.imshow(weights, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
     heat.set_xticks(range(n_in), labels=state.tokens, rotation=45, ha="right", fontsize=8)
     heat.set_yticks(range(n_out), labels=state.output, fontproperties=_chinese_font())
