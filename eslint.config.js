@@ -13,8 +13,9 @@ module.exports = [
     languageOptions: {
       ecmaVersion: 5,
       sourceType: "script",
-      // A browser script; `module` is read only to export the logic to node.
-      globals: {...globals.browser, module: "readonly"},
+      // A browser script; `module` and `require` are read only where node loads it (to
+      // export the logic, and to load live_common.js, which the page inlines before it).
+      globals: {...globals.browser, module: "readonly", require: "readonly"},
     },
   },
   {

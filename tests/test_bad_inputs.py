@@ -63,6 +63,8 @@ NO_INPUT_TO_CHECK = {
     "course_utils.views.explorer_model.ExplorerState",
     "course_utils.views.live_view.LiveState",
     "course_utils.views.live_view.ReadableText",
+    "course_utils.views.translator_view.ReadableWords",
+    "course_utils.views.translator_view.TranslatorState",
     "course_utils.views.scaling_widget.ScalingState",
     # A protocol: a type tokenizers are checked against, never called.
     "course_utils.data.tokenizer_protocol.TextTokenizer",

@@ -31,19 +31,14 @@ from course_utils.models.translator import (
 )
 from course_utils.nn.attention import MultiHeadAttention, merge_heads, split_heads
 from course_utils.nn.cross_attention import cross_attention, decoder_masks, memory_keys_values
+from tests.support.models import scaled_up_translator
 
 NUMBERS = [5, 12300, 3005, 101010, 77777777, 40]
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(4)
-    model = Translator(d_model=32, num_heads=4, num_layers=2).eval()
-    with torch.no_grad():  # larger weights than at initialisation: rows far from uniform
-        for parameter in model.parameters():
-            if parameter.dim() > 1:
-                parameter.normal_(0, 0.4)
-    return model
+    return scaled_up_translator(4)  # larger weights than at initialisation: rows far from uniform
 
 
 def test_forward_equals_the_blocks_own_forward(model):

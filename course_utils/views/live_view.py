@@ -12,8 +12,9 @@ output and not an ipywidget: see :mod:`course_utils.views.explorer`).
   knows, the last ``max_len`` of them), :func:`half_precision_copy` (the model as the page
   holds it, every weight rounded to float16) and :func:`export_weights` (those weights
   as base64 with their names and shapes);
-- view: :class:`LiveModelView`, the HTML output (``static/live.js``, ``static/live.css``
-  and the explorer's styles, inlined), marked ``data-live-model``; in the page,
+- view: :class:`LiveModelView`, the HTML output (``static/live.js`` after the arithmetic it
+  shares with lesson 15's translator view, ``static/live_common.js``; ``static/live.css``
+  and the explorer's styles; all inlined), marked ``data-live-model``; in the page,
   ``window.courseLiveModel(element).run(text)`` returns ``{tokens, attentions, next}``;
 - figure: :func:`live_view_figure`, the opening state as a picture for readers where no
   script runs.
@@ -24,8 +25,6 @@ next-character probabilities ``(vocab_size,)``.
 
 from __future__ import annotations
 
-import base64
-import copy
 import hashlib
 import html
 import itertools
@@ -43,19 +42,16 @@ from course_utils.checks import (
     require_positive_int,
     require_seed,
     require_temperature,
-    require_values,
 )
 from course_utils.data.corpus import CharTokenizer
 from course_utils.language import N_, _
 from course_utils.models.gpt import GPT
 from course_utils.views.explorer_html import front_end
+from course_utils.views.half_weights import half_weights, require_half_weights, rounded_to_half
 
 # ---------------------------------------------------------------------------------------
 # Logic
 # ---------------------------------------------------------------------------------------
-
-HALF_MAX = float(torch.finfo(torch.float16).max)  # 65504: larger weights do not fit
-
 
 @dataclass(frozen=True)
 class ReadableText:
@@ -91,12 +87,7 @@ def readable_text(tokenizer: CharTokenizer, text: str, max_len: int) -> Readable
 
 def _require_gpt(model) -> GPT:
     require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
-    for name, tensor in model.state_dict().items():
-        require_values(f"model's {name}", tensor)  # the page needs the weights' values
-        if not torch.isfinite(tensor).all() or tensor.abs().max() > HALF_MAX:
-            raise ValueError(f"model's {name} holds a weight that float16 cannot hold "
-                             f"(inf, NaN or beyond {HALF_MAX:g}): the page could not run it")
-    return model
+    return require_half_weights(model)
 
 
 def half_precision_copy(model: GPT) -> GPT:
@@ -105,12 +96,7 @@ def half_precision_copy(model: GPT) -> GPT:
 
     Used in lesson 12.
     """
-    model = _require_gpt(model)
-    rounded = copy.deepcopy(model).float().eval()
-    with torch.no_grad():
-        for parameter in rounded.parameters():
-            parameter.copy_(parameter.half().float())
-    return rounded
+    return rounded_to_half(_require_gpt(model))
 
 
 def export_weights(model: GPT) -> dict:
@@ -132,13 +118,7 @@ def export_weights(model: GPT) -> dict:
     for layer in model.blocks:
         if (layer.norm1.eps, layer.norm2.eps) != (config["eps"], config["eps"]):
             raise ValueError("model's LayerNorms should share one eps, as GPT builds them")
-    tensors, chunks = [], []
-    for name, tensor in model.state_dict().items():
-        tensors.append({"name": name, "shape": list(tensor.shape)})
-        chunks.append(tensor.detach().to("cpu", torch.float32).numpy().astype("<f2").tobytes())
-    data = b"".join(chunks)
-    return {"config": config, "tensors": tensors,
-            "weights": base64.b64encode(data).decode("ascii"), "bytes": len(data)}
+    return {"config": config, **half_weights(model)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,6 +278,7 @@ class LiveModelView:
                 "Colab, or read the lesson on the course website, to type your own text.")
             + '</i></p></div>'
             f'<script type="application/json" class="attn-live-data">{data}</script>'
+            f'<script>{front_end("live_common.js")}</script>'
             f'<script>{front_end("live.js")}</script></div>'
         )
 

@@ -6,6 +6,7 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const live = require("../../course_utils/views/static/live.js");
+const common = require("../../course_utils/views/static/live_common.js");
 
 const FIXTURE = process.env.LIVE_FIXTURE ?
   JSON.parse(fs.readFileSync(process.env.LIVE_FIXTURE, "utf8")) : null;
@@ -30,14 +31,14 @@ test("float16 bits decode to the numbers torch gives them", {skip: SKIP}, functi
   FIXTURE.halves.bits.forEach(function (bits, i) {
     const given = FIXTURE.halves.values[i];
     const expected = given === "inf" ? Infinity : given === "-inf" ? -Infinity : given;
-    const value = live.halfToNumber(bits & 0xffff);
+    const value = common.halfToNumber(bits & 0xffff);
     assert.ok(Object.is(value, expected), bits + " -> " + value + ", torch: " + expected);
   });
 });
 
-test("erf is within 2e-7 of Python's math.erf on [-6, 6]", {skip: SKIP}, function () {
+test("erf is within 2e-7 of Python's common.erf on [-6, 6]", {skip: SKIP}, function () {
   const worst = FIXTURE.erf.reduce(function (m, pair) {
-    return Math.max(m, Math.abs(live.erf(pair[0]) - pair[1]));
+    return Math.max(m, Math.abs(common.erf(pair[0]) - pair[1]));
   }, 0);
   assert.ok(worst < 2e-7, "erf differs by " + worst);
 });

@@ -17,6 +17,7 @@ import pytest
 FILE_MARKERS = {
     "test_browser.py": "browser",
     "test_live_browser.py": "browser",
+    "test_translator_browser.py": "browser",
     "test_colab.py": "colab",
     "test_site.py": "site",
     "test_audit.py": "kernel",

@@ -5,8 +5,9 @@
    vocabulary, the words to show), and runs the course's GPT (course_utils/models/gpt.py) on
    whatever the reader types: token plus position vectors, pre-LN blocks of causal
    multi-head attention and a GELU feed-forward network, a final LayerNorm and the tied
-   readout, then a softmax over the vocabulary. Arithmetic in float64 on the float16
-   weights; node's test runner checks it against the Python model (tests/js/live.test.js).
+   readout, then a softmax over the vocabulary. The arithmetic of the layers is
+   live_common.js's (inlined before this script, shared with lesson 15's translator view);
+   node's test runner checks the model against the Python one (tests/js/live.test.js).
 
    Two halves, as explorer.js: the logic (pure functions, no DOM), exported for node when
    `module` exists, and the page (start), which runs only where there is a document.
@@ -18,39 +19,19 @@
 
   // --- logic: the model, no DOM -------------------------------------------------------------
 
-  function fill(template) {  // UI text with {0}, {1} ... replaced by the arguments
-    var parts = Array.prototype.slice.call(arguments, 1);
-    return template.replace(/\{(\d+)\}/g, function (_, i) { return parts[Number(i)]; });
-  }
-  function esc(s) {
-    return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-      .replace(/"/g, '&quot;');
-  }
+  // What the live views share (live_common.js, inlined before this script).
+  var C = typeof module !== 'undefined' && module.exports ? require('./live_common.js') :
+    window.courseLiveCommon;
+  var fill = C.fill, esc = C.esc, linear = C.linear, layerNorm = C.layerNorm,
+    softmax = C.softmax, entropy = C.entropy, addInPlace = C.addInPlace, el = C.el,
+    selector = C.selector;
 
-  function halfToNumber(bits) {  // an IEEE 754 half (16 bits) as a number
-    var sign = bits & 0x8000 ? -1 : 1, exponent = (bits >> 10) & 0x1f, fraction = bits & 0x3ff;
-    if (exponent === 0) { return sign * fraction * Math.pow(2, -24); }  // subnormal
-    if (exponent === 31) { return fraction ? NaN : sign * Infinity; }
-    return sign * (1 + fraction / 1024) * Math.pow(2, exponent - 15);
-  }
-  function decodeHalves(base64) {  // little-endian float16 in base64 -> plain array of numbers
-    var bytes = atob(base64), out = [];  // push, not new Array(n): V8 keeps it a packed array
-    for (var i = 0; i + 1 < bytes.length; i += 2) {
-      out.push(halfToNumber(bytes.charCodeAt(i) | (bytes.charCodeAt(i + 1) << 8)));
-    }
-    return out;
-  }
   // The payload's model as {config, vocab, index (character -> id), p (name -> flat array)}.
   function unpackModel(payload) {
-    var all = decodeHalves(payload.model.weights), offset = 0, p = {}, index = {};
-    payload.model.tensors.forEach(function (t) {
-      var size = t.shape.reduce(function (a, b) { return a * b; }, 1);
-      p[t.name] = new Float64Array(all.slice(offset, offset + size));
-      offset += size;
-    });
-    if (offset !== all.length) { throw new Error('the weights do not match their shapes'); }
+    var index = {};
     payload.vocab.forEach(function (c, i) { index[c] = i; });
-    return {config: payload.model.config, vocab: payload.vocab, index: index, p: p};
+    return {config: payload.model.config, vocab: payload.vocab, index: index,
+            p: C.unpackWeights(payload.model)};
   }
 
   function characters(text) {  // code points, as Python iterates a str (surrogate pairs joined)
@@ -83,95 +64,6 @@
               .map(function (x) { return x.c; })};
   }
 
-  function zeros(n) {
-    var out = [];
-    for (var i = 0; i < n; i++) { out.push(0); }
-    return out;
-  }
-  // Activations are flat Float64Arrays, row after row: (n, width) is n * width numbers.
-  // nn.Linear on every row: x (n, in), weight (out, in) flat, bias (out,) or null -> (n, out)
-  function linear(x, n, weight, bias, outDim) {
-    var inDim = x.length / n, y = new Float64Array(n * outDim);
-    for (var r = 0; r < n; r++) {
-      var at = r * inDim;
-      for (var o = 0; o < outDim; o++) {
-        var sum = bias ? bias[o] : 0, base = o * inDim;
-        for (var i = 0; i < inDim; i++) { sum += weight[base + i] * x[at + i]; }
-        y[r * outDim + o] = sum;
-      }
-    }
-    return y;
-  }
-  function layerNorm(x, n, gain, shift, eps) {  // nn.LayerNorm: biased variance, eps inside
-    var d = x.length / n, y = new Float64Array(x.length);
-    for (var r = 0; r < n; r++) {
-      var at = r * d, mean = 0, variance = 0, i;
-      for (i = 0; i < d; i++) { mean += x[at + i]; }
-      mean /= d;
-      for (i = 0; i < d; i++) { variance += (x[at + i] - mean) * (x[at + i] - mean); }
-      var inv = 1 / Math.sqrt(variance / d + eps);
-      for (i = 0; i < d; i++) { y[at + i] = (x[at + i] - mean) * inv * gain[i] + shift[i]; }
-    }
-    return y;
-  }
-  // erf by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7): JavaScript has none.
-  function erf(x) {
-    var sign = x < 0 ? -1 : 1, a = Math.abs(x), t = 1 / (1 + 0.3275911 * a);
-    var poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t +
-                0.254829592) * t;
-    return sign * (1 - poly * Math.exp(-a * a));
-  }
-  function gelu(x) { return 0.5 * x * (1 + erf(x / Math.SQRT2)); }  // nn.GELU(), exact form
-  function softmax(logits) {  // -Infinity gets weight 0; the largest logit is subtracted first
-    var top = -Infinity, total = 0, i;
-    for (i = 0; i < logits.length; i++) { if (logits[i] > top) { top = logits[i]; } }
-    var e = zeros(logits.length);
-    for (i = 0; i < logits.length; i++) { e[i] = Math.exp(logits[i] - top); total += e[i]; }
-    for (i = 0; i < e.length; i++) { e[i] /= total; }
-    return e;
-  }
-  function entropy(w) {  // in nats
-    var h = 0;
-    w.forEach(function (v) { if (v > 0) { h -= v * Math.log(v); } });
-    return h;
-  }
-
-  // Causal multi-head self-attention (course_utils.nn.attention.MultiHeadAttention under
-  // causal_mask): x (n, d_model) -> {out (n, d_model), weights (heads, n, n) as nested
-  // arrays}. Head h reads features h*d_k .. (h+1)*d_k - 1; keys right of the query get 0.
-  // With lastOnly, out is the last query's row (1, d_model) alone: every weight is still made.
-  function attention(x, n, p, prefix, numHeads, lastOnly) {
-    var d = x.length / n, dk = d / numHeads, scale = 1 / Math.sqrt(dk);
-    var q = linear(x, n, p[prefix + 'w_q.weight'], p[prefix + 'w_q.bias'], d);
-    var k = linear(x, n, p[prefix + 'w_k.weight'], p[prefix + 'w_k.bias'], d);
-    var v = linear(x, n, p[prefix + 'w_v.weight'], p[prefix + 'w_v.bias'], d);
-    var merged = new Float64Array(n * d), weights = [];
-    for (var h = 0; h < numHeads; h++) {
-      var start = h * dk, head = [];
-      for (var i = 0; i < n; i++) {
-        var logits = zeros(n), qi = i * d + start, j, c;
-        for (j = 0; j < n; j++) {
-          if (j > i) { logits[j] = -Infinity; continue; }
-          var s = 0, kj = j * d + start;
-          for (c = 0; c < dk; c++) { s += q[qi + c] * k[kj + c]; }
-          logits[j] = s * scale;
-        }
-        var w = softmax(logits);
-        for (j = 0; j <= i; j++) {
-          var vj = j * d + start;
-          for (c = 0; c < dk; c++) { merged[qi + c] += w[j] * v[vj + c]; }
-        }
-        head.push(w);
-      }
-      weights.push(head);
-    }
-    if (lastOnly) { merged = merged.subarray((n - 1) * d); }
-    return {out: linear(merged, lastOnly ? 1 : n, p[prefix + 'w_o.weight'],
-                        p[prefix + 'w_o.bias'], d),
-            weights: weights};
-  }
-  function addInPlace(x, more) { for (var i = 0; i < x.length; i++) { x[i] += more[i]; } }
-
   // The GPT's forward pass on token ids (at most max_len): {attentions (layers, heads, n, n)
   // as nested arrays, hidden: after the final LayerNorm, one (d_model,) array per position};
   // readout() turns a hidden row into logits. lastOnly: `hidden` holds the last position
@@ -190,15 +82,13 @@
     var attentions = [], rows = n;
     for (var layer = 0; layer < cfg.num_layers; layer++) {
       var b = 'blocks.' + layer + '.', last = lastOnly && layer === cfg.num_layers - 1;
-      var a = attention(layerNorm(x, n, p[b + 'norm1.weight'], p[b + 'norm1.bias'], cfg.eps),
-                        n, p, b + 'self_attn.', cfg.num_heads, last);
+      var a = C.selfAttention(layerNorm(x, n, p[b + 'norm1.weight'], p[b + 'norm1.bias'],
+                                        cfg.eps), n, p, b + 'self_attn.', cfg.num_heads, true,
+                             last);
       if (last) { x = x.slice((n - 1) * d); rows = 1; }
       addInPlace(x, a.out);
-      var hidden = linear(layerNorm(x, rows, p[b + 'norm2.weight'], p[b + 'norm2.bias'], cfg.eps),
-                          rows, p[b + 'ffn.linear1.weight'], p[b + 'ffn.linear1.bias'], cfg.d_ff);
-      for (var i = 0; i < hidden.length; i++) { hidden[i] = gelu(hidden[i]); }
-      addInPlace(x, linear(hidden, rows, p[b + 'ffn.linear2.weight'], p[b + 'ffn.linear2.bias'],
-                           d));
+      addInPlace(x, C.feedForward(layerNorm(x, rows, p[b + 'norm2.weight'], p[b + 'norm2.bias'],
+                                            cfg.eps), rows, p, b + 'ffn.', C.gelu));
       attentions.push(a.weights);
     }
     var normed = layerNorm(x, rows, p['final_norm.weight'], p['final_norm.bias'], cfg.eps);
@@ -236,8 +126,7 @@
   // One token id from logits: the most likely at temperature 0, else drawn from
   // softmax(logits / temperature) with `random` (inverse of the cumulative distribution).
   function pickToken(logits, temperature, random) {
-    var best = 0, i;
-    for (i = 1; i < logits.length; i++) { if (logits[i] > logits[best]) { best = i; } }
+    var best = C.argmax(logits), i;
     if (temperature === 0) { return best; }
     var w = softmax(logits.map(function (l) { return l / temperature; }));
     var u = random(), total = 0;
@@ -266,10 +155,8 @@
   }
 
   var logic = {
-    fill: fill, esc: esc, halfToNumber: halfToNumber, decodeHalves: decodeHalves,
-    unpackModel: unpackModel, characters: characters, tokenize: tokenize, linear: linear,
-    layerNorm: layerNorm, erf: erf, gelu: gelu, softmax: softmax, entropy: entropy,
-    attention: attention, forward: forward, readout: readout, run: run,
+    unpackModel: unpackModel, characters: characters, tokenize: tokenize,
+    forward: forward, readout: readout, run: run,
     seededRandom: seededRandom, pickToken: pickToken, continueText: continueText,
     topTokens: topTokens, shownCharacter: shownCharacter
   };
@@ -307,22 +194,7 @@
       return element && element.courseLive ? element.courseLive : null;
     };
 
-    function el(tag, cls, text) {
-      var e = document.createElement(tag);
-      if (cls) { e.className = cls; }
-      if (text !== undefined && text !== null) { e.textContent = text; }
-      return e;
-    }
     function colour(w) { return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')'; }
-    function selector(cls, name, count, onChange) {
-      var label = el('label', null, name + ' '), s = el('select', cls);
-      for (var i = 0; i < count; i++) {
-        var o = el('option', null, String(i)); o.value = String(i); s.appendChild(o);
-      }
-      s.addEventListener('change', function () { onChange(Number(s.value)); });
-      label.appendChild(s);
-      return s;
-    }
     function query() { return S.q !== null && S.q < R.tokens.length ? S.q : R.tokens.length - 1; }
 
     // --- building (once) --------------------------------------------------------------------
