@@ -44,8 +44,6 @@ from course_utils.views.explorer_model import (
     weight_matrix,
 )
 from tests.support.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     CLICK_LATENCY_JS,
     LATENCY_TARGET_MS,
     pronoun_example_of,
@@ -171,20 +169,6 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
             os.killpg(server.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    """One Chromium for the module (playwright allows one sync instance at a time)."""
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,7 @@ click). Every request must go to the page's own host: nothing is fetched from el
 from __future__ import annotations
 
 import contextlib
-import functools
-import http.server
 import statistics
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,12 +21,10 @@ from course_utils.data.corpus import CharTokenizer, load_text
 from course_utils.language import set_language
 from course_utils.views.live_view import LiveModelView
 from tests.support.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     LATENCY_TARGET_MS,
     RUN_JS,
     check_live_view,
-    require_chromium,
+    served,
 )
 from tests.support.models import scaled_up_gpt
 
@@ -61,38 +56,6 @@ SHOWN_JS = """(selector) => {
         thumbs: root.querySelectorAll('canvas.attn-explorer-thumb').length,
     };
 }"""
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # no access log on the test's output
-        pass
-
-
-@contextlib.contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """``folder`` served over HTTP on 127.0.0.1 (a free port); yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @contextlib.contextmanager

@@ -9,11 +9,8 @@ the lesson 09 page with no kernel at all, and its click-to-update latency is pri
 
 from __future__ import annotations
 
-import functools
-import http.server
 import re
 import statistics
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -23,12 +20,10 @@ import pytest
 
 from course_utils.views.explorer_model import explorer_state
 from tests.support.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     CLICK_LATENCY_JS,
     check_live_view,
     pronoun_example_of,
-    require_chromium,
+    served,
 )
 from tools import site, site_font
 from tools.lessons import EDITIONS, NOTEBOOK_DIR, ROOT, lesson_heading, lesson_paths
@@ -60,33 +55,13 @@ def site_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def server(site_dir):
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+    with served(site_dir) as url:
+        yield url.rstrip("/")
 
 
 @pytest.fixture(scope="module")
-def browser(server):
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def browser(server, chromium):
+    return chromium
 
 
 class Visit:

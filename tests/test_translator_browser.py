@@ -21,8 +21,10 @@ from course_utils.data.corpus import CharTokenizer, load_text
 from course_utils.language import set_language
 from course_utils.views.live_view import LiveModelView
 from course_utils.views.translator_view import UI_TEXT, TranslatorView
+from tests.support.browser import (
+    served,
+)
 from tests.support.models import scaled_up_gpt, scaled_up_translator
-from tests.test_live_browser import chromium, served  # noqa: F401 (chromium: a fixture)
 
 TOLERANCE = 1e-4
 ROOT = "[data-live-translator]"

@@ -1,9 +1,16 @@
-"""What the browser tests share: Debian's chromium, the explorer's click latency, and typing
-into a live view on any page (a served output, a lesson on the site)."""
+"""What the browser tests share: Debian's chromium (the ``chromium`` fixture: this module is
+a pytest plugin, loaded by pyproject's addopts), a folder served on 127.0.0.1, the explorer's
+click latency, and typing into a live view on any page (a served output, a lesson on the
+site)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +48,39 @@ CLICK_LATENCY_JS = """async ([index, selector]) => {
 }"""
 
 LATENCY_TARGET_MS = 50
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for the module (playwright allows one sync instance at a time)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # no access log on the test's output
+        pass
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """``folder`` served over HTTP on 127.0.0.1 (a free port); yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 def require_chromium() -> None:
     if CHROMIUM.exists():
