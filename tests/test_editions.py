@@ -5,6 +5,7 @@ check and carry/stale (tools/translation.py) as the Chinese one does."""
 from __future__ import annotations
 
 import shutil
+from functools import cache
 
 import nbformat
 import pytest
@@ -122,8 +123,13 @@ def test_code_shape_keeps_code_and_drops_comments_and_string_text():
     assert strings == ['"a"', 'f"{y:.2f} b"']
 
 
+@cache  # the whole course's parity takes seconds: once for every test that reads it
+def _parity_of_the_course() -> tuple[str, ...]:
+    return tuple(editions.parity_problems())
+
+
 def test_every_lesson_of_one_edition_has_its_twin_in_the_other():
-    missing = [p for p in editions.parity_problems()
+    missing = [p for p in _parity_of_the_course()
                if "no English edition" in p or " edition (notebooks/" in p]
     assert missing == [], "\n".join(missing)
     assert [p.name for p in editions.english_lessons()] == [
@@ -173,7 +179,7 @@ PAIRS = sorted(p.name for p in editions.twin_lessons("zh-CN"))
 @pytest.mark.parametrize("name", PAIRS)
 def test_each_chinese_lesson_matches_its_english_twin(name):
     """Cells, code, tags, numbers, glossary terms, stated run time, and no missing glyph."""
-    problems = [p for p in editions.parity_problems()
+    problems = [p for p in _parity_of_the_course()
                 if p.startswith((f"{name}:", f"zh-CN/{name}:"))]
     assert problems == [], "\n".join(problems)
 
