@@ -40,7 +40,7 @@ NOT_COVERED = {
     # it builds from its own validated arguments (diagnose's rows are in test_diagnostics.py).
     "course_utils.diagnostics.probes": "diagnose()'s probes",
     "course_utils.diagnostics.probing": "the inputs diagnose() builds for its probes",
-    "course_utils.diagnostics.registry": "the probes' declarations",
+    "course_utils.diagnostics.probe_registry": "the probes' declarations",
     "course_utils.diagnostics.subjects": "the implementation under test, as diagnose() wraps it",
     # Specimens, not API: lesson 08 prints their source for the learner to spot the one
     # line that is wrong, and diagnose() must meet their bugs, not a validator's refusal.

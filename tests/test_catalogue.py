@@ -18,13 +18,14 @@ import json
 import os
 import re
 import shutil
-import string
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import pseudo_edition
+from tests.support.pseudo_edition import pseudo
 from tools import catalogue
 
 PACKAGE = catalogue.PACKAGE
@@ -85,26 +86,6 @@ def test_a_module_that_translates_with_underscore_never_rebinds_it(path):
 
 
 # ------------------------------------------------------------------ a pseudo-edition
-_ACCENTS = str.maketrans("aeiouAEIOUcnyCNY", "áéíóúÁÉÍÓÚçñýÇÑÝ")
-
-
-def pseudo(message: str) -> str:
-    """``message`` bracketed and accented, its placeholders kept."""
-    parts = []
-    try:
-        pieces = list(string.Formatter().parse(message))
-    except ValueError:
-        pieces = None
-    if pieces is None or all(field is None for _literal, field, _spec, _conv in pieces):
-        return f"⟦{message.translate(_ACCENTS)}⟧"
-    for literal, field, spec, conversion in pieces:
-        parts.append(literal.translate(_ACCENTS).replace("{", "{{").replace("}", "}}"))
-        if field is not None:
-            parts.append("{" + field + (f"!{conversion}" if conversion else "")
-                         + (f":{spec}" if spec else "") + "}")
-    return f"⟦{''.join(parts)}⟧"
-
-
 def test_the_pseudo_translation_keeps_placeholders():
     assert pseudo("query {word} · {settings}") == "⟦qúérý {word} · {settings}⟧"
     assert pseudo("{gap:.3g} off, {name!r}") == "⟦{gap:.3g} óff, {name!r}⟧"
@@ -116,15 +97,7 @@ def _pseudo_package(folder: Path) -> Path:
     """A copy of course_utils with one more folder: locale/en-XA."""
     copy = folder / "course_utils"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    template = catalogue.template()
-    template.locale = "en_XA"
-    for message in template:
-        if message.id:
-            message.string = pseudo(message.id)
-    edition = copy / "locale" / "en-XA"
-    edition.mkdir()
-    (edition / "edition.json").write_text(json.dumps({"name": "pseudo"}))
-    (edition / f"{catalogue.DOMAIN}.mo").write_bytes(catalogue.mo_bytes(template))
+    pseudo_edition.add_to_locale(copy / "locale")
     return folder
 
 

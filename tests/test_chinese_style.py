@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 
 from course_utils.text_layout import pad
 from tools import chinese_style as style
-from tools.lessons import TRANSLATED_EDITIONS, lesson_paths, read
+from tools.lessons import lesson_paths, read, translated_editions
 
 COMMONMARK = MarkdownIt("commonmark")
 WORDS = [("批次", "批量"), ("批大小", "批量大小"), ("融合内核", "融合算子"), ("token", "词元")]
@@ -32,7 +32,7 @@ def test_the_check_sees_the_full_width_punctuation_case_and_passes_the_fix():
     assert not unrendered_emphasis("`a ** b` and **bold**")
 
 
-TRANSLATED_LESSONS = [path for edition in TRANSLATED_EDITIONS for path in lesson_paths(edition)]
+TRANSLATED_LESSONS = [path for edition in translated_editions() for path in lesson_paths(edition)]
 
 
 @pytest.mark.parametrize("path", TRANSLATED_LESSONS, ids=lambda path: path.name)

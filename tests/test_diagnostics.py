@@ -12,7 +12,7 @@ from torch import nn
 
 from course_utils import diagnostics as d
 from course_utils import text_layout
-from course_utils.diagnostics.registry import probe, registered
+from course_utils.diagnostics.probe_registry import probe, registered
 from course_utils.experiments.l08_bug_gallery import (
     BUGS,
     SharedWeightSelfAttention,

@@ -1,11 +1,18 @@
-"""The English and Chinese editions stay in parity (tools/editions.py)."""
+"""The English and Chinese editions stay in parity (tools/editions.py), and a third edition
+costs a catalogue and a folder, no code: a pseudo-edition of a lesson goes through the parity
+check and carry/stale (tools/translation.py) as the Chinese one does."""
 
 from __future__ import annotations
+
+import shutil
+from functools import cache
 
 import nbformat
 import pytest
 
-from tools import editions
+from course_utils.language import LOCALE_DIR, available_languages
+from tests.support import pseudo_edition
+from tools import editions, lessons, translation
 
 
 def _notebook(*cells):
@@ -116,9 +123,14 @@ def test_code_shape_keeps_code_and_drops_comments_and_string_text():
     assert strings == ['"a"', 'f"{y:.2f} b"']
 
 
+@cache  # the whole course's parity takes seconds: once for every test that reads it
+def _parity_of_the_course() -> tuple[str, ...]:
+    return tuple(editions.parity_problems())
+
+
 def test_every_lesson_of_one_edition_has_its_twin_in_the_other():
-    missing = [p for p in editions.parity_problems()
-               if "no English edition" in p or "no Chinese edition" in p]
+    missing = [p for p in _parity_of_the_course()
+               if "no English edition" in p or " edition (notebooks/" in p]
     assert missing == [], "\n".join(missing)
     assert [p.name for p in editions.english_lessons()] == [
         p.name for p in editions.twin_lessons("zh-CN")]
@@ -140,7 +152,7 @@ def test_a_glyph_missing_from_the_font_is_caught_in_stored_outputs():
 
 
 def test_the_glossary_reads_and_every_term_has_both_languages():
-    rows = editions.glossary()
+    rows = editions.glossary("zh-CN")
     assert len(rows) >= 30
     assert (("query", "queries"), "查询") in rows
     assert all(variants and chinese for variants, chinese in rows)
@@ -167,7 +179,7 @@ PAIRS = sorted(p.name for p in editions.twin_lessons("zh-CN"))
 @pytest.mark.parametrize("name", PAIRS)
 def test_each_chinese_lesson_matches_its_english_twin(name):
     """Cells, code, tags, numbers, glossary terms, stated run time, and no missing glyph."""
-    problems = [p for p in editions.parity_problems()
+    problems = [p for p in _parity_of_the_course()
                 if p.startswith((f"{name}:", f"zh-CN/{name}:"))]
     assert problems == [], "\n".join(problems)
 
@@ -188,7 +200,7 @@ def test_a_line_break_between_chinese_characters_is_caught_and_joined():
 
 
 def test_the_tools_words_for_an_edition_come_from_its_catalogue():
-    from tools import colab, lessons
+    from tools import colab
 
     for language in lessons.EDITIONS:
         line = lessons.run_time_line(language, 42)
@@ -201,3 +213,82 @@ def test_the_tools_words_for_an_edition_come_from_its_catalogue():
             language)
     # Every committed lesson's header is read in its edition's words.
     assert all(lessons.stated_run_time(path) for path in lessons.all_lesson_paths())
+
+
+# ------------------------------------------------------------------ a third edition
+PSEUDO = pseudo_edition.EDITION
+LESSON = lessons.lesson_paths("en")[1]  # 02: comments and labels in its code
+
+
+@pytest.fixture
+def three_editions(tmp_path, monkeypatch):
+    """Lesson 02 in a course tree of its own, in English, Chinese and the pseudo-edition,
+    which is registered as any edition is: a catalogue folder in ``locale/`` (beside the real
+    ones) and a folder of lessons in ``EDITIONS``. Returns each edition's copy of the lesson."""
+    locale = tmp_path / "locale"
+    locale.mkdir()
+    for name in available_languages()[1:]:
+        (locale / name).symlink_to(LOCALE_DIR / name)
+    pseudo_edition.add_to_locale(locale)
+    monkeypatch.setattr("course_utils.language.LOCALE_DIR", locale)
+    monkeypatch.setitem(lessons.EDITIONS, PSEUDO, lessons.notebook_folder(PSEUDO))
+    copies = {}
+    for edition, folder in lessons.EDITIONS.items():
+        copy = tmp_path / folder.relative_to(lessons.ROOT) / LESSON.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if edition == PSEUDO:
+            nbformat.write(pseudo_edition.pseudo_twin(lessons.read(LESSON)), copy)
+        else:
+            shutil.copy(lessons.twin_path(LESSON, edition), copy)
+        monkeypatch.setitem(lessons.EDITIONS, edition, copy.parent)
+        copies[edition] = copy
+    monkeypatch.setattr(translation, "ROOT", tmp_path)
+    return copies
+
+
+def _commented_code_cell(notebook) -> int:
+    """The first code cell (0-based) after the setup with a comment."""
+    return next(i for i, cell in enumerate(notebook.cells) if i > 1
+                and cell.cell_type == "code" and "#" in translation.english_words(cell))
+
+
+def test_a_third_edition_is_checked_for_parity_with_no_code_of_its_own(three_editions):
+    assert lessons.translated_editions() == ("zh-CN", PSEUDO)
+    twin = three_editions[PSEUDO]
+    assert lessons.stated_run_time(twin) == lessons.stated_run_time(three_editions["en"])
+    assert lessons.read(twin).cells[0].source.startswith("⟦# Léssóñ 02")
+    assert editions.parity_problems() == []
+    # A code change in the pseudo-edition alone is caught, under its name.
+    notebook = lessons.read(twin)
+    index = _commented_code_cell(notebook)
+    notebook.cells[index].source = "extra = 1\n" + notebook.cells[index].source
+    nbformat.write(notebook, twin)
+    assert [p.split(": cell")[0] for p in editions.parity_problems()] == [f"{PSEUDO}/{twin.name}"]
+
+
+def test_carry_and_stale_serve_a_third_edition_with_no_code_of_its_own(three_editions, capsys):
+    number = LESSON.name.split("_")[0]
+    english_path, twin = three_editions["en"], three_editions[PSEUDO]
+    assert translation.main(["stale"]) == 1  # the pseudo twin's cells have no record yet
+    assert f"notebooks/{PSEUDO}/{twin.name} cell 1 (markdown): no translation record" in (
+        capsys.readouterr().out)
+    assert translation.main(["stale", "--accept-all"]) == 0
+    assert translation.main(["stale", number]) == 0
+    english = lessons.read(english_path)
+    index = _commented_code_cell(english)
+    pseudo_words = translation.english_words(lessons.read(twin).cells[index])
+    english.cells[index].source = "scale_check = 2 * 3\n" + english.cells[index].source
+    english.cells[0].source += "\n\nA sentence the translation does not have yet."
+    nbformat.write(english, english_path)
+    capsys.readouterr()
+    assert translation.main(["carry", number]) == 0
+    assert f"notebooks/{PSEUDO}/{twin.name}: code carried into cells [{index + 1}]" in (
+        capsys.readouterr().out)
+    carried = lessons.read(twin).cells[index]
+    assert carried.source.startswith("scale_check = 2 * 3\n")
+    assert translation.english_words(carried) == pseudo_words
+    assert editions.parity_problems() == []
+    assert translation.main(["stale", number]) == 1
+    out = capsys.readouterr().out
+    assert f"notebooks/{PSEUDO}/{twin.name} cell 1 (markdown): the English changed" in out
+    assert f"cell {index + 1} " not in out

@@ -230,8 +230,9 @@ def main(argv: list[str]) -> int:
                                "-p", "no:cacheprovider"]).returncode
     if command == "execute":
         dev_env()
-        notebooks = args or [str(p) for folder in ("notebooks", "notebooks/zh-CN")
-                             for p in sorted((ROOT / folder).glob("*.ipynb"))]
+        # English, then every edition's folder (notebooks/<edition>/): none is named here.
+        notebooks = args or [str(p) for pattern in ("*.ipynb", "*/*.ipynb")
+                             for p in sorted((ROOT / "notebooks").glob(pattern))]
         return subprocess.run(
             [_bin(VENV, "python"), "-m", "tools.execute", *notebooks]
         ).returncode

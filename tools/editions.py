@@ -1,8 +1,9 @@
 """The course's editions kept in parity: English and every translated edition (today 简体中文).
 
 An English lesson ``notebooks/NN_slug.ipynb`` has a twin ``notebooks/<edition>/NN_slug.ipynb``
-in every other edition (``tools.lessons.TRANSLATED_EDITIONS``); nothing here names one. The
-twins must have the same cells and the same code:
+in every other edition (``tools.lessons.translated_editions()``); nothing here names one, so a
+third edition costs a catalogue and a folder, no code (tests/test_editions.py proves it with a
+pseudo-edition). The twins must have the same cells and the same code:
 only prose (markdown), string literals (labels, titles, messages) and comments may differ.
 Where a code cell's string literals are the same in both editions, its stored outputs
 must be the same too, unless course_utils printed them in the course language (an
@@ -11,9 +12,9 @@ still hold the same numbers: no number may depend on the language. Cells whose o
 nbval does not compare (timings) are exempt, and so are the cells both twins tag
 ``edition-specific`` (``EDITION_SPECIFIC``): a lesson whose example is about language (a model
 trained on Chinese text in the Chinese edition) declares there the cells whose numbers
-legitimately differ; their code must still match. The twins also state the same run time, the
-Chinese prose uses the glossary's terms, keeps each paragraph on one line, and no stored
-output warns of a glyph missing from the font.
+legitimately differ; their code must still match. The twins also state the same run time, each
+edition's prose uses its column of the glossary's terms (if it has one), Chinese prose keeps
+each paragraph on one line, and no stored output warns of a glyph missing from the font.
 
     python -m tools.editions          # list every difference, exit 1 if there is one
     python -m tools.editions --join-lines   # first join the Chinese prose's soft-wrapped lines
@@ -34,13 +35,12 @@ from tools.lessons import (
     EDITIONS,
     EXCLUDING_TAGS,
     ROOT,
-    TRANSLATED_EDITIONS,
     lesson_paths,
     read,
     stated_run_time,
+    translated_editions,
 )
 
-ENGLISH_DIR = EDITIONS[ENGLISH]
 _STRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+ splits f-strings
 _STRING_END = getattr(tokenize, "FSTRING_END", None)
 # The cell tag that declares a cell's outputs to differ between the editions on purpose.
@@ -203,7 +203,7 @@ GLOSSARY = ROOT / "GLOSSARY.md"
 _GLOSSARY_ROW = re.compile(r"^\| ([^|]+?) \| ([^|]+?) \| (\d+) \|$", re.M)
 
 
-def glossary(language: str = "zh-CN") -> list[tuple[tuple[str, ...], str]]:
+def glossary(language: str) -> list[tuple[tuple[str, ...], str]]:
     """The glossary's rows for one edition: (English variants, that edition's term). Its
     column is headed by the edition's name (``edition.json``); an edition without a column
     has no glossary yet."""
@@ -231,11 +231,12 @@ def _prose(notebook: nbformat.NotebookNode) -> str:
 
 
 def glossary_problems(english: nbformat.NotebookNode, twin: nbformat.NotebookNode,
-                      terms=None) -> list[str]:
-    """Glossary terms the English prose uses whose translation the twin's prose lacks."""
+                      terms: list[tuple[tuple[str, ...], str]]) -> list[str]:
+    """Glossary terms (``glossary(edition)``) the English prose uses whose translation the
+    twin's prose lacks."""
     english_prose, twin_prose = _prose(english).lower(), _prose(twin)
     problems = []
-    for variants, term in terms if terms is not None else glossary():
+    for variants, term in terms:
         used = any(re.search(rf"\b{re.escape(v.lower())}\b", english_prose) for v in variants)
         if used and term not in twin_prose:
             problems.append(f"glossary: the English prose says {variants[0]!r}, the twin's "
@@ -243,11 +244,13 @@ def glossary_problems(english: nbformat.NotebookNode, twin: nbformat.NotebookNod
     return problems
 
 
-def parity_problems(languages: tuple[str, ...] = TRANSLATED_EDITIONS) -> list[str]:
-    """Differences between English and each edition of ``languages``, missing twins too."""
+def parity_problems(languages: tuple[str, ...] | None = None) -> list[str]:
+    """Differences between English and each edition of ``languages`` (default: every
+    translated edition), missing twins too."""
+    english_dir = EDITIONS[ENGLISH]
     problems = []
     english = {p.name for p in english_lessons()}
-    for language in languages:
+    for language in translated_editions() if languages is None else languages:
         folder = EDITIONS[language]
         twins = {p.name for p in twin_lessons(language)}
         problems += [f"{name}: no {language} edition (notebooks/{language}/{name})"
@@ -255,12 +258,12 @@ def parity_problems(languages: tuple[str, ...] = TRANSLATED_EDITIONS) -> list[st
         problems += [f"{language}/{name}: no English edition" for name in sorted(twins - english)]
         terms = glossary(language)
         for name in sorted(english & twins):
-            ours, theirs = read(ENGLISH_DIR / name), read(folder / name)
+            ours, theirs = read(english_dir / name), read(folder / name)
             problems += [f"{language}/{name}: {problem}" for problem in
                          compare(ours, theirs) + glossary_problems(ours, theirs, terms)]
-            if stated_run_time(ENGLISH_DIR / name) != stated_run_time(folder / name):
+            if stated_run_time(english_dir / name) != stated_run_time(folder / name):
                 problems.append(f"{language}/{name}: the headers state different run times "
-                                f"({stated_run_time(ENGLISH_DIR / name)} s vs "
+                                f"({stated_run_time(english_dir / name)} s vs "
                                 f"{stated_run_time(folder / name)} s)")
         for path in twin_lessons(language):
             notebook = read(path)
@@ -271,7 +274,7 @@ def parity_problems(languages: tuple[str, ...] = TRANSLATED_EDITIONS) -> list[st
 
 def main(argv: list[str]) -> int:
     if argv == ["--join-lines"]:
-        for path in (p for language in TRANSLATED_EDITIONS for p in twin_lessons(language)):
+        for path in (p for language in translated_editions() for p in twin_lessons(language)):
             notebook = read(path)
             for cell in notebook.cells:
                 if cell.cell_type == "markdown":

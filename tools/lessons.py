@@ -39,9 +39,15 @@ def readme_path(language: str) -> Path:
     return ROOT / ("README.md" if language == ENGLISH else f"README.{language}.md")
 
 
-# The course's editions and their folders: English lessons, each twin of the same name.
+# The course's editions and their folders: English lessons, each twin of the same name. The
+# tools read it when they run (never a copy taken at import), so an edition added here (a
+# test's pseudo-edition) reaches every one of them.
 EDITIONS = {language: notebook_folder(language) for language in available_languages()}
-TRANSLATED_EDITIONS = tuple(language for language in EDITIONS if language != ENGLISH)
+
+
+def translated_editions() -> tuple[str, ...]:
+    """Every edition but English, the source, in ``EDITIONS``' order."""
+    return tuple(language for language in EDITIONS if language != ENGLISH)
 
 
 def _pattern(template: str, **groups: str) -> str:

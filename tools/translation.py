@@ -41,9 +41,9 @@ from tools.editions import code_shape
 from tools.lessons import (
     EDITIONS,
     ROOT,
-    TRANSLATED_EDITIONS,
     lesson_paths,
     read,
+    translated_editions,
     twin_path,
 )
 from tools.sync_colab import SETUP_MARKER
@@ -253,7 +253,7 @@ def english_lesson(number: str) -> Path:
 
 
 def _twins(english_path: Path) -> list[Path]:
-    return [twin_path(english_path, edition) for edition in TRANSLATED_EDITIONS
+    return [twin_path(english_path, edition) for edition in translated_editions()
             if twin_path(english_path, edition).exists()]
 
 

@@ -21,8 +21,8 @@ a NaN is evidence, never cleaned away first. Every probe draws its inputs from i
 seeded generator, so a report depends only on the implementation, and the global random
 state is left alone.
 
-The package: :mod:`~course_utils.diagnostics.registry` (each probe declared once, with its
-place in the report), :mod:`~course_utils.diagnostics.probes` (the probes, by theme),
+The package: :mod:`~course_utils.diagnostics.probe_registry` (each probe declared once, with
+its place in the report), :mod:`~course_utils.diagnostics.probes` (the probes, by theme),
 :mod:`~course_utils.diagnostics.subjects` (the implementation under test and the layouts of
 the probe inputs), :mod:`~course_utils.diagnostics.probing` (what every probe shares) and
 :mod:`~course_utils.diagnostics.report` (``Finding``, ``Report``; its lines are wrapped by
@@ -34,6 +34,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.checks import require_seed
+from course_utils.diagnostics.probe_registry import registered
 from course_utils.diagnostics.probes.batch_and_mode import BATCH_APART, TRAINING_MODE
 from course_utils.diagnostics.probes.calls import DETERMINISM, INPUTS_UNCHANGED
 from course_utils.diagnostics.probes.mask_probes import (
@@ -52,15 +53,10 @@ from course_utils.diagnostics.probes.weight_probes import (
     score_asymmetry,
 )
 from course_utils.diagnostics.probing import SEE_SHAPES, Probing, short_error
-from course_utils.diagnostics.registry import registered
 from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding, Report
-from course_utils.diagnostics.subjects import (
-    RAISED_BY_SUBJECT,
-    WrongReturn,
-    name_of,
-    subject_for,
-)
+from course_utils.diagnostics.subjects import WrongReturn, name_of, subject_for
 from course_utils.language import _
+from course_utils.learner_code import raised_by_learner
 
 # Every probe's name, in report order.
 PROBES = tuple(p.name for p in registered())
@@ -97,7 +93,7 @@ def diagnose(attention, d_model: int | None = None, seed: int = 0) -> Report:
             except WrongReturn as wrong:
                 findings.append(Finding(name, FAIL, str(wrong)))
             except Exception as error:
-                if getattr(error, RAISED_BY_SUBJECT, False):
+                if raised_by_learner(error):
                     message = _(
                         "could not run: calling it raised {error}; fix the first failing probe "
                         "above and run diagnose() again").format(

@@ -7,8 +7,9 @@ import math
 import torch
 
 from course_utils.diagnostics.report import FAIL, PASS, Finding
-from course_utils.diagnostics.subjects import RAISED_BY_SUBJECT, SELF, Subject, WrongReturn
+from course_utils.diagnostics.subjects import SELF, Subject, WrongReturn
 from course_utils.language import N_, _
+from course_utils.learner_code import raised_by_learner
 from course_utils.nn.masks import expand_padding_mask, padding_mask
 
 TOLERANCE = 1e-6  # float64 probes: a correct implementation is exact to ~1e-15
@@ -220,7 +221,7 @@ class Probing:
             except WrongReturn:
                 raise
             except Exception as error:
-                if layout is first or not getattr(error, RAISED_BY_SUBJECT, False):
+                if layout is first or not raised_by_learner(error):
                     raise
                 return Finding(name, FAIL, _(
                     "right on {label} inputs, but with a heads axis it raised {error} "

@@ -17,6 +17,7 @@ from torch import nn
 
 from course_utils.checks import require_positive_int
 from course_utils.language import _
+from course_utils.learner_code import call_learners_code, kept_random_state
 from course_utils.nn.masks import expand_padding_mask, padding_mask
 
 # Sizes of the probe inputs: every axis gets a different size, so a transposed or
@@ -30,10 +31,6 @@ class WrongReturn(Exception):
 
     Used in lesson 08.
     """
-
-
-# Set on an exception raised inside the implementation, to tell it from one of diagnose's.
-RAISED_BY_SUBJECT = "_raised_by_the_diagnosed_code"
 
 
 @dataclass(frozen=True)
@@ -131,19 +128,15 @@ class Subject:
     def call(self, inputs, mask=None, dtype=torch.float64, device="cpu", rng=0, copy=True,
              training=False):
         """Run the implementation from random state ``rng_seed + rng``; the global random
-        state is left as it was. ``copy=False`` hands it the caller's own tensors (when
+        state is left as it was, and an exception it raises is marked as the learner's
+        (:mod:`course_utils.learner_code`). ``copy=False`` hands it the caller's own tensors (when
         their dtype and device already match); ``training=True`` runs a module in training
         mode (``module.train()``; a function has no mode)."""
         # Clones: an implementation that edits its inputs in place cannot move the baseline.
         inputs = tuple(t.to(device=device, dtype=dtype, copy=copy) for t in inputs)
         mask = None if mask is None else mask.to(device=device, copy=copy)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.rng_seed + rng)
-            try:
-                result = self.run(inputs, mask)
-            except Exception as error:
-                setattr(error, RAISED_BY_SUBJECT, True)
-                raise
+        with kept_random_state(self.rng_seed + rng):
+            result = call_learners_code(self.run, inputs, mask)
         return check_pair(result)
 
     def perturb(self, inputs, positions, generator, sequence=None):

@@ -8,9 +8,10 @@ where the checker itself failed (reported as the course's bug, never as the lear
 Checkers call the learner's code only through :func:`attempt`, which hands over clones of
 the inputs (so in-place edits cannot change what the checker compares against), rejects a
 function that writes into its tensor arguments, and tells the learner's exceptions apart
-from the checker's own. ``evaluate`` restores Python's, NumPy's and torch's global random
-state, so checking never reseeds the learner's session.
-Every exercise registers itself: :func:`all_exercises` lists them for the tests.
+from the checker's own (:mod:`course_utils.learner_code`, shared with ``diagnose()``).
+``evaluate`` restores Python's, NumPy's and torch's global random state, so checking never
+reseeds the learner's session. Every exercise of the lessons registers itself in a
+:class:`course_utils.registry.Registry`: :func:`all_exercises` lists them for the tests.
 
 Messages follow the course language (``setup(language="zh-CN")`` for the Chinese edition):
 checkers raise ``Incorrect(_("..."))``, titles and hints are ``N_("...")``, translated when
@@ -23,7 +24,6 @@ import copy
 import importlib
 import inspect
 import pkgutil
-import random
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +33,8 @@ import torch
 
 from course_utils.checks import require_callable, require_instance
 from course_utils.language import Message, _, in_english
+from course_utils.learner_code import call_learners_code, kept_random_state, raised_by_learner
+from course_utils.registry import Registry
 
 # The package whose modules hold the lessons' exercises (``l01`` ... ``lNN``).
 _PACKAGE = __name__.rpartition(".")[0]
@@ -51,11 +53,6 @@ class Incorrect(Exception):
 
 class _NotAttempted(Exception):
     pass
-
-
-# Set on an exception raised inside the learner's code, so that ``evaluate`` can tell it
-# apart from an exception of the checker (checkers may still catch it, e.g. RuntimeError).
-RAISED_BY_LEARNER = "_raised_by_learners_code"
 
 
 @dataclass(frozen=True)
@@ -145,12 +142,9 @@ def attempt(answer: Callable, *args, **kwargs):
     kwargs = {name: _cloned(value) for name, value in kwargs.items()}
     copies = [_cloned(value) for value in (*args, *kwargs.values())]
     try:
-        result = answer(*args, **kwargs)
+        result = call_learners_code(answer, *args, **kwargs)
     except NotImplementedError:
         raise _NotAttempted from None
-    except Exception as error:
-        setattr(error, RAISED_BY_LEARNER, True)
-        raise
     if result is None:
         raise _NotAttempted
     _reject_changed_arguments(answer, args, kwargs, copies)
@@ -362,21 +356,9 @@ def as_bool(value, what: str) -> bool:
         what=what, kind=type(value).__name__))
 
 
-class _GlobalRandomState:
-    """Save and restore Python's, NumPy's and torch's global random generators."""
-
-    def __enter__(self):
-        self._states = random.getstate(), np.random.get_state(), torch.get_rng_state()
-
-    def __exit__(self, *exc):
-        python, numpy_state, torch_state = self._states
-        random.setstate(python)
-        np.random.set_state(numpy_state)
-        torch.set_rng_state(torch_state)
-        return False
-
-
-_REGISTRY: dict[str, Exercise] = {}
+# The course's exercises, "module:English title" -> exercise (made-up ones of the tests are
+# left out: they may reuse a title, and all_exercises() lists the lessons' only).
+_EXERCISES: Registry[Exercise] = Registry("exercise")
 
 
 @dataclass(eq=False)  # compared by identity, so exercises can key the tests' tables
@@ -399,14 +381,15 @@ class Exercise:
         require_instance("title", self.title, (str, Message), "a str or N_(...)")
         require_callable("checker", self.checker)
         require_callable("reference", self.reference)
-        _REGISTRY[f"{self.checker.__module__}:{in_english(self.title)}"] = self
+        if self.checker.__module__.startswith(f"{_PACKAGE}."):
+            _EXERCISES.add(f"{self.checker.__module__}:{in_english(self.title)}", self)
 
     def evaluate(self, answer) -> Verdict:
         """Return the verdict for ``answer`` without printing."""
         if answer is None:
             return Verdict(NOT_ATTEMPTED, _(
                 "write your solution for '{title}' first").format(title=self.title))
-        with _GlobalRandomState():
+        with kept_random_state():
             try:
                 self.checker(answer)
             except _NotAttempted:
@@ -415,7 +398,7 @@ class Exercise:
             except Incorrect as reason:
                 return Verdict(INCORRECT, str(reason))
             except Exception as error:
-                if getattr(error, RAISED_BY_LEARNER, False):
+                if raised_by_learner(error):
                     return Verdict(INCORRECT, _(
                         "your code raised {kind}: {error}").format(
                         kind=type(error).__name__, error=error))
@@ -453,5 +436,4 @@ def all_exercises() -> dict[str, Exercise]:
     package = importlib.import_module(_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{_PACKAGE}.{module.name}")
-    return {key: exercise for key, exercise in _REGISTRY.items()
-            if key.startswith(f"{_PACKAGE}.")}  # not the made-up ones of the tests
+    return dict(_EXERCISES.items())

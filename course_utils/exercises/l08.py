@@ -24,8 +24,8 @@ from course_utils.exercises import (
     far_from_zero,
     reject_half_precision,
 )
-from course_utils.exercises.framework import RAISED_BY_LEARNER
 from course_utils.language import N_, _
+from course_utils.learner_code import raised_by_learner
 from course_utils.nn.attention import scaled_dot_product_attention
 from course_utils.nn.masks import causal_mask, expand_padding_mask, padding_mask
 
@@ -119,7 +119,7 @@ def _check_with_diagnostics(answer):
     try:
         result = attempt(answer, q, k, v, mask=mask)
     except Exception as error:
-        if getattr(error, RAISED_BY_LEARNER, False):
+        if raised_by_learner(error):
             _require_probes_pass(answer)  # their findings say more than the bare exception
         raise
     if isinstance(result, torch.Tensor):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs, shown
-from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import Finding
 from course_utils.language import _
 

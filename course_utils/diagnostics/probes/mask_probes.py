@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import (
     TOLERANCE,
     Probing,
@@ -12,7 +13,6 @@ from course_utils.diagnostics.probing import (
     reduced_precision,
     shown,
 )
-from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import SKIP, Finding
 from course_utils.language import _, join_sentences
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import LOG_WEIGHTS, Probing, is_log_weights, short_error
-from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import SKIP, Finding
 from course_utils.diagnostics.subjects import WrongReturn
 from course_utils.language import _

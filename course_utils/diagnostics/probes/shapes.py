@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import Probing, short_error, sizes_of
-from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import FAIL, PASS, Finding
 from course_utils.diagnostics.subjects import SELF, SHAPES_LAYOUTS, WrongReturn
 from course_utils.language import _

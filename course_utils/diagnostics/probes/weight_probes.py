@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.checks import require_tensor
+from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import (
     TOLERANCE,
     Probing,
@@ -14,7 +15,6 @@ from course_utils.diagnostics.probing import (
     reduced_precision,
     shown,
 )
-from course_utils.diagnostics.registry import probe
 from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding
 from course_utils.diagnostics.subjects import SCALE_LAYOUTS, SELF
 from course_utils.language import _

@@ -4,13 +4,16 @@
     def shapes(probing: Probing) -> Finding: ...
 
 ``order`` places it in the report (gaps leave room for new probes); :func:`registered` lists
-the probes in that order, and ``PROBES`` (their names) is derived from it.
+the probes in that order, and ``PROBES`` (their names) is derived from it. The probes are kept
+in a :class:`course_utils.registry.Registry`, as the exercises are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from course_utils.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Probe:
     run: Callable  # (Probing) -> Finding
 
 
-_REGISTRY: dict[str, Probe] = {}
+_PROBES: Registry[Probe] = Registry("probe")
 
 
 def probe(name: str, order: int) -> Callable[[Callable], Callable]:
@@ -35,12 +38,7 @@ def probe(name: str, order: int) -> Callable[[Callable], Callable]:
     """
 
     def register(run: Callable) -> Callable:
-        if name in _REGISTRY:
-            raise ValueError(f"a probe named {name!r} is already registered")
-        taken = {p.order: p.name for p in _REGISTRY.values()}
-        if order in taken:
-            raise ValueError(f"probe {name!r}: order {order} is taken by {taken[order]!r}")
-        _REGISTRY[name] = Probe(name, order, run)
+        _PROBES.add(name, Probe(name, order, run), order=order)
         return run
 
     return register
@@ -51,4 +49,4 @@ def registered() -> tuple[Probe, ...]:
 
     Used in lesson 08.
     """
-    return tuple(sorted(_REGISTRY.values(), key=lambda p: p.order))
+    return tuple(registered_probe for _name, registered_probe in _PROBES.items())
