@@ -394,6 +394,39 @@ def test_live_view_works_on_the_site_without_a_kernel(browser, server, capsys, e
         visit.close()
 
 
+def _translator_pages() -> list:
+    """(edition, page name) of every lesson whose stored outputs hold lesson 15's translator."""
+    return [(edition, name) for edition in EDITIONS
+            for name, path in zip(site._lesson_names(edition), lesson_paths(edition), strict=True)
+            if "data-live-translator" in path.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize(("edition", "page_name"), _translator_pages() or [pytest.param(
+    None, None, marks=pytest.mark.skip(reason="no lesson shows the translator yet"))])
+def test_the_translator_works_on_the_site_without_a_kernel(browser, server, edition, page_name):
+    """The page translates a number it has never shown, each written character's
+    cross-attention rows sum to 1 over the words read, and nothing comes from another host
+    (the page's numbers are checked against Python's in tests/test_translator_browser.py)."""
+    visit = Visit(browser, f"{server}/{PREFIX[edition]}{site.LESSONS}/{page_name}.html")
+    try:
+        visit.page.wait_for_selector("[data-live-translator][data-output]", timeout=10_000)
+        ran = visit.page.evaluate("""() => {
+            const root = document.querySelector('[data-live-translator]');
+            const r = window.courseLiveModel(root).run('three thousand and five');
+            return {tokens: r.tokens, output: r.output, cross: r.crossAttentions};
+        }""")
+        assert ran["tokens"] and ran["output"], ran
+        for heads in ran["cross"]:
+            for rows in heads:
+                assert len(rows) == len(ran["output"])
+                for row in rows:
+                    assert len(row) == len(ran["tokens"]) and abs(sum(row) - 1) < 1e-9
+        assert not visit.errors, visit.errors
+        assert not visit.outside_requests(), visit.outside_requests()
+    finally:
+        visit.close()
+
+
 # The weights travel with the page, so the page itself is what a learner downloads.
 LIVE_PAGE_LIMIT_BYTES = 1_500_000
 

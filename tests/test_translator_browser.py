@@ -111,7 +111,7 @@ def wait_for_text(page, text: str) -> None:
                            "=== t", arg=[ROOT, text])
 
 
-def test_typing_translates_with_the_models_numbers(chromium, tmp_path, view):  # noqa: F811
+def test_typing_translates_with_the_models_numbers(chromium, tmp_path, view):
     with page_with(chromium, tmp_path, view) as page:
         shown = page.evaluate(SHOWN_JS, ROOT)
         state = view.state()
@@ -136,7 +136,7 @@ def test_typing_translates_with_the_models_numbers(chromium, tmp_path, view):  #
         assert shown["output"] == ran["output"] and shown["rows"] == len(ran["output"])
 
 
-def test_every_control_is_labelled_and_works_from_the_keyboard(chromium, tmp_path,  # noqa: F811
+def test_every_control_is_labelled_and_works_from_the_keyboard(chromium, tmp_path,
                                                                view):
     with page_with(chromium, tmp_path, view) as page:
         ran = assert_page_matches_python(page, view, OPENING)
@@ -164,7 +164,7 @@ def test_every_control_is_labelled_and_works_from_the_keyboard(chromium, tmp_pat
         assert shown["rowWeights"] == pytest.approx(ran["cross"][0][3][2], abs=6e-4)
 
 
-def test_unknown_words_are_named_not_errors(chromium, tmp_path, view):  # noqa: F811
+def test_unknown_words_are_named_not_errors(chromium, tmp_path, view):
     with page_with(chromium, tmp_path, view) as page:
         box = page.locator(".attn-live-text")
         for text in ("fivety 3005 one", "3005"):
@@ -176,7 +176,7 @@ def test_unknown_words_are_named_not_errors(chromium, tmp_path, view):  # noqa: 
         assert "vocabulary" in shown["notes"] and "at least one" in shown["notes"]
 
 
-def test_the_chinese_edition_speaks_chinese_beside_lesson_12s_view(chromium,  # noqa: F811
+def test_the_chinese_edition_speaks_chinese_beside_lesson_12s_view(chromium,
                                                                     tmp_path):
     tokenizer = CharTokenizer.from_text(load_text("tang_poems"))
     try:
