@@ -90,11 +90,21 @@ def test_model_shapes_and_rows():
     assert attention_maps(model, _TOKENS[0]).shape == (2, 1, 9, 9)
 
 
+def test_a_stalled_run_starts_again_from_new_weights_and_says_so():
+    pairs = held_out_pairs(_generator(0))
+    # Nothing reaches a loss of 1e-9 in 30 steps: every start stalls, the last one is kept.
+    model, losses, starts = train_pronoun_model(~pairs, _generator(5), steps=30,
+                                                max_starts=3, stalled_loss=1e-9)
+    first, first_losses, _ = train_pronoun_model(~pairs, _generator(5), steps=30, max_starts=1)
+    assert starts == 3 and len(losses) == 30
+    assert losses != first_losses  # new weights, new batches: not the first start again
+
+
 def test_training_is_seeded_and_learns_something():
     pairs = held_out_pairs(_generator(0))
-    model, losses = train_pronoun_model(~pairs, _generator(5), steps=60)
-    again, losses_again = train_pronoun_model(~pairs, _generator(5), steps=60)
-    assert losses == losses_again
+    model, losses, starts = train_pronoun_model(~pairs, _generator(5), steps=60, max_starts=1)
+    again, losses_again, _ = train_pronoun_model(~pairs, _generator(5), steps=60, max_starts=1)
+    assert losses == losses_again and starts == 1
     assert losses[-1] < losses[0]
     tokens, referent = draw_sentences(100, pairs, _generator(6))
     assert 0.0 <= referent_accuracy(model, tokens, referent) <= 1.0
@@ -130,6 +140,8 @@ BAD_INPUTS = [
                  ("cut_layer0", "positions in 0..8", "(9,)"), id="PronounModel: cut position 9"),
     pytest.param(train_pronoun_model, (_PAIRS, _generator()), {"steps": 0}, ValueError,
                  ("steps", "positive int", "got 0"), id="train_pronoun_model: no steps"),
+    pytest.param(train_pronoun_model, (_PAIRS, _generator()), {"max_starts": 0}, ValueError,
+                 ("max_starts", "positive int", "got 0"), id="train_pronoun_model: no start"),
     pytest.param(it_rows, (PronounModel(), _TOKENS), {"layer": 2}, ValueError,
                  ("layer", "0..1", "got 2"), id="it_rows: layer 2"),
     pytest.param(it_rows, (torch.nn.Linear(2, 2), _TOKENS), {}, TypeError,

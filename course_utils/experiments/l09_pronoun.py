@@ -39,6 +39,7 @@ from course_utils.checks import (
     require_instance,
     require_int_in_range,
     require_positive_int,
+    require_positive_number,
     require_token_ids,
 )
 from course_utils.language import example_words
@@ -244,9 +245,15 @@ class PronounModel(nn.Module):
 
 
 def train_pronoun_model(pairs: torch.Tensor, generator: torch.Generator, steps: int = 1500,
-                        batch_size: int = 64, lr: float = 3e-3) -> tuple[PronounModel, list]:
+                        batch_size: int = 64, lr: float = 3e-3, max_starts: int = 5,
+                        stalled_loss: float = 0.1) -> tuple[PronounModel, list, int]:
     """A ``PronounModel`` trained on sentences of the pairs True in ``pairs``, initialised
-    and fed from ``generator``; returns ``(model, losses)``.
+    and fed from ``generator``; returns ``(model, losses, starts)``.
+
+    A model this small does not always take off: in some runs the loss stays on a plateau
+    (the row of "it" never finds the nouns). A run whose last 100 losses average more than
+    ``stalled_loss`` is started again from new weights drawn from ``generator``, at most
+    ``max_starts`` starts in all; ``losses`` are the kept run's, ``starts`` how many it took.
 
     Used in lesson 09.
     """
@@ -254,17 +261,24 @@ def train_pronoun_model(pairs: torch.Tensor, generator: torch.Generator, steps: 
     require_instance("generator", generator, torch.Generator, "a torch.Generator")
     require_positive_int("steps", steps)
     require_positive_int("batch_size", batch_size)
-    with torch.random.fork_rng():
-        torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
-        model = PronounModel()
+    require_positive_int("max_starts", max_starts)
+    require_positive_number("stalled_loss", stalled_loss)
+    starts = 0
+    while True:
+        starts += 1
+        with torch.random.fork_rng():
+            torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
+            model = PronounModel()
 
-    def loss_at_step(step):
-        tokens, referent = draw_sentences(batch_size, pairs, generator)
-        logits, _weights = model(tokens)
-        return F.cross_entropy(logits, tokens.gather(1, referent[:, None]).squeeze(1))
+        def loss_at_step(step, model=model):
+            tokens, referent = draw_sentences(batch_size, pairs, generator)
+            logits, _weights = model(tokens)
+            return F.cross_entropy(logits, tokens.gather(1, referent[:, None]).squeeze(1))
 
-    losses = fit(model, loss_at_step, steps, lr=lr)
-    return model, losses
+        losses = fit(model, loss_at_step, steps, lr=lr)
+        tail = losses[-100:]
+        if sum(tail) / len(tail) <= stalled_loss or starts == max_starts:
+            return model, losses, starts
 
 
 @torch.no_grad()
