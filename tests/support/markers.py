@@ -4,8 +4,11 @@
 - ``unit``: tests/ modules that neither run notebooks nor need a browser or another
   environment (``python3 tools/course.py test --fast`` runs these);
 - ``notebook``: a lesson validated by nbval (collected only with ``--nbval``);
-- ``browser``, ``colab``, ``site``, ``kernel``: the modules named in ``FILE_MARKERS``
-  (``kernel``: tools tested on lessons they run in Jupyter kernels).
+- ``browser``, ``colab``, ``site``, ``kernel``, ``reference``: the modules named in
+  ``FILE_MARKERS`` (``kernel``: tools tested on lessons they run in Jupyter kernels;
+  ``reference``: a real model's weights run by the course and by transformers' own
+  implementation, side by side: a third of ``test --fast``'s time, so only the full suite
+  runs it).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ FILE_MARKERS = {
     "test_site.py": "site",
     "test_audit.py": "kernel",
     "test_progress_in_notebooks.py": "kernel",
+    "test_smollm2.py": "reference",
 }
 
 
