@@ -7,7 +7,7 @@
 - ``browser``, ``colab``, ``site``, ``kernel``, ``reference``: the modules named in
   ``FILE_MARKERS`` (``kernel``: tools tested on lessons they run in Jupyter kernels;
   ``reference``: a real model's weights run by the course and by transformers' own
-  implementation, side by side: a third of ``test --fast``'s time, so only the full suite
+  implementation, side by side: about a sixth of ``test --fast``'s time, so only the full suite
   runs it).
 """
 
