@@ -80,7 +80,7 @@ def seeds(n: int) -> tuple[int, ...]:
     ``setup(seed=0)`` (the stored run) gives ``0, 1, ..., n - 1``; ``setup(seed=s)`` gives
     ``1000 s, 1000 s + 1, ...``: other models, for claims that must hold on any seed.
 
-    Used in lessons 01, 03, 04, 06, 07, 08, 11, 12, 13, 15, 16, 18 and 19.
+    Used in lessons 01, 03, 04, 05, 06, 07, 08, 11, 12, 13, 15, 16, 18 and 19.
     """
     n = require_positive_int("n", n)
     if n > SEEDS_PER_RUN:
@@ -94,7 +94,7 @@ def lesson_generator(index: int = 0) -> torch.Generator:
     data draw or an initialisation that must change with the setup seed and with nothing
     else (re-running the cell gives the same draw).
 
-    Used in lessons 01, 02, 03, 04, 06, 07, 08, 09, 11, 12, 13, 14, 15, 16, 17, 18 and 19.
+    Used in lessons 01, 02, 03, 04, 05, 06, 07, 08, 09, 11, 12, 13, 14, 15, 16, 17, 18 and 19.
     """
     require_int_in_range("index", index, 0, SEEDS_PER_RUN - 1)
     return torch.Generator().manual_seed(SEEDS_PER_RUN * _run["seed"] + index)

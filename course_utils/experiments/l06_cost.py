@@ -143,7 +143,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
     Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
     like the weights by softmax and by ``weights @ v``, is listed once).
 
-    Used in lessons 06, 08 and 16.
+    Used in lessons 06 and 16.
     """
     require_callable("fn", fn)
     saved = {}
