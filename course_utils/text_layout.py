@@ -62,7 +62,7 @@ def format_table(rows, align: str = ">", gap: int = 2) -> str:
         ).format(value=[len(row) for row in rows]))
     for row in rows:
         for cell in row:
-            require_instance("a cell of rows", cell, str, _("a str"))
+            require_instance(_("a cell of rows"), cell, str, _("a str"))
     columns = len(rows[0])
     aligns = align * columns if len(align) == 1 else align
     if len(aligns) != columns:

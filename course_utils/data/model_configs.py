@@ -75,7 +75,7 @@ class ModelConfig:
             ).format(num_layers=self.num_layers, n_layer_windows=len(self.layer_windows)))
         for window in self.layer_windows:
             if window is not None:
-                require_positive_int("a window of layer_windows", window)
+                require_positive_int(_("a window of layer_windows"), window)
         if self.window_kind is not None:
             require_one_of("window_kind", self.window_kind, WINDOW_KINDS)
         if any(w is not None for w in self.layer_windows) and self.window_kind is None:

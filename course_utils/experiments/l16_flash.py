@@ -60,7 +60,7 @@ def saved_bytes(lengths, *, batch_size: int = 1, num_heads: int = 2, d_k: int = 
 
     Used in lesson 16.
     """
-    lengths = [require_positive_int("every length", n) for n in lengths]
+    lengths = [require_positive_int(_("every length"), n) for n in lengths]
     generator = torch.Generator().manual_seed(require_seed("seed", seed))
     result = {"naive": [], "flash": []}
     for n in lengths:

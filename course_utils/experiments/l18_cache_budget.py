@@ -110,7 +110,7 @@ def train_at_budget(train_tokens, validation_tokens, vocab_size: int, run_seeds,
 
     Used in lesson 18.
     """
-    run_seeds = tuple(require_seed("a seed of run_seeds", seed) for seed in run_seeds)
+    run_seeds = tuple(require_seed(_("a seed of run_seeds"), seed) for seed in run_seeds)
     if not run_seeds:
         raise ValueError(_("run_seeds should hold at least one seed, got none"))
     require_positive_int("steps", steps)

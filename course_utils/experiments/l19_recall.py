@@ -124,7 +124,7 @@ class RecallModel(nn.Module):
         if not layers:
             raise ValueError(_("layers should name at least one mixer, got an empty tuple"))
         for kind in layers:
-            require_one_of("every entry of layers", kind, MIXERS)
+            require_one_of(_("every entry of layers"), kind, MIXERS)
         self.layers = tuple(layers)
         self.key_embedding = nn.Embedding(require_positive_int("num_keys", num_keys), d_model)
         self.value_embedding = nn.Embedding(require_positive_int("num_values", num_values) + 1,
@@ -176,7 +176,7 @@ def _require_pairs(pairs) -> tuple[int, ...]:
     require_instance("pairs", pairs, (tuple, list), _("a tuple of numbers of pairs"))
     if not pairs:
         raise ValueError(_("pairs should hold at least one number of pairs, got an empty tuple"))
-    return tuple(require_int_in_range("every entry of pairs", p, 1, 64) for p in pairs)
+    return tuple(require_int_in_range(_("every entry of pairs"), p, 1, 64) for p in pairs)
 
 
 def recall_accuracy(model: RecallModel, pairs=(4, 8, 16, 32), batch_size: int = 256,

@@ -52,8 +52,8 @@ def _require_heads(heads, layers: list[MultiHeadAttention]) -> dict[int, list[in
                 "heads should be {what}, got the item {pair!r}"
             ).format(what=what, pair=pair))
         layer, head = pair
-        require_int_in_range("layer (of a pair in heads)", layer, 0, len(layers) - 1)
-        require_int_in_range("head (of a pair in heads)", head, 0, layers[layer].num_heads - 1)
+        require_int_in_range(_("layer (of a pair in heads)"), layer, 0, len(layers) - 1)
+        require_int_in_range(_("head (of a pair in heads)"), head, 0, layers[layer].num_heads - 1)
         chosen.setdefault(layer, []).append(head)
     return chosen
 

@@ -110,7 +110,7 @@ class AttentionExplorer:
         examples = [self.example, *sentences]
         for item in examples:
             require_instance("example", item, AttentionExample, _("an AttentionExample"))
-        require_one_of("temperature (a value of the slider)", temperature, TEMPERATURES)
+        require_one_of(_("temperature (a value of the slider)"), temperature, TEMPERATURES)
         self.toggles = _require_toggles(toggles)
         self.examples = tuple(examples)
         self.heatmap, self.steps = bool(heatmap), bool(steps)

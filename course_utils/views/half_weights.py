@@ -31,7 +31,7 @@ def require_half_weights(model: nn.Module) -> nn.Module:
     """
     require_instance("model", model, nn.Module, _("a torch.nn.Module"))
     for name, tensor in model.state_dict().items():
-        require_values(f"model's {name}", tensor)  # the page needs the weights' values
+        require_values(_("model's {name}").format(name=name), tensor)  # the page needs values
         if not torch.isfinite(tensor).all() or tensor.abs().max() > HALF_MAX:
             raise ValueError(_(
                 "model's {name} holds a weight that float16 cannot hold (inf, NaN or beyond "
