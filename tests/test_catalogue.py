@@ -8,7 +8,10 @@
   no module that translates with ``_`` also uses ``_`` as a throwaway name;
 - a pseudo-edition ``en-XA`` (every message bracketed and accented), added as a folder to a
   copy of the package, runs end to end through ``setup(language=...)``, an exercise, the
-  explorer, ``diagnose()`` and ``claim``: a new edition needs no change to any module.
+  explorer, ``diagnose()``, ``claim`` and the error a bad argument gets: a new edition needs
+  no change to any module;
+- every ``raise ValueError/TypeError(...)`` of course_utils has a marked message (the files
+  still to convert are listed in ``ERRORS_TO_CONVERT``).
 """
 
 from __future__ import annotations
@@ -118,6 +121,13 @@ html = AttentionExplorer()._repr_html_()
 ui = json.loads(re.search(r'class="attn-explorer-data">(.*?)</script>', html).group(1))["ui"]
 print("UI", json.dumps(ui, ensure_ascii=False))
 print("REPORT", diagnose(BUGS[0].build()))
+from course_utils.nn.masks import padding_mask
+from course_utils.notebook import seeds
+for bad_call in (lambda: padding_mask([2, -1]), lambda: seeds(0)):
+    try:
+        bad_call()
+    except ValueError as error:
+        print("ERROR", error)
 try:
     claim(False, "a claim")
 except AssertionError as error:
@@ -141,6 +151,9 @@ def test_a_pseudo_edition_runs_end_to_end_without_changing_any_module(tmp_path):
                                                     [value])) for value in ui.values()), ui
     assert report.startswith("REPORT ⟦díágñósé(softmax_over_wrong_dim): ⟦")
     assert claimed.startswith("CLAIM ⟦✗ thé léssóñ çláíms: a claim")
+    errors = [line for line in result.stdout.splitlines() if line.startswith("ERROR ")]
+    assert errors == ["ERROR ⟦léñgths shóúld bé ñóñ-ñégátívé, gót [2, -1]⟧",
+                      "ERROR ⟦n shóúld bé á pósítívé íñt, gót 0⟧"], errors
 
 
 def test_no_translation_carries_po_syntax():

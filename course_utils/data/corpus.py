@@ -119,9 +119,10 @@ def train_validation_split(tokens, validation_fraction: float = 0.1
     cut = len(tokens) - round(len(tokens) * validation_fraction)
     if not 0 < cut < len(tokens):
         raise ValueError(_(
-            "tokens (num_tokens,) = {tokens_shape} is too short to keep tokens on both sides of "
+            "{name} (num_tokens,) = {tokens_shape} is too short to keep tokens on both sides of "
             "validation_fraction={validation_fraction}"
-        ).format(tokens_shape=tuple(tokens.shape), validation_fraction=validation_fraction))
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape),
+                 validation_fraction=validation_fraction))
     return tokens[:cut], tokens[cut:]
 
 
@@ -143,9 +144,9 @@ def sample_windows(tokens, batch_size: int, seq_len: int,
         ))
     if len(tokens) < seq_len + 1:
         raise ValueError(_(
-            "tokens (num_tokens,) = {tokens_shape} is shorter than one window of seq_len + 1 = "
+            "{name} (num_tokens,) = {tokens_shape} is shorter than one window of seq_len + 1 = "
             "{value} tokens"
-        ).format(tokens_shape=tuple(tokens.shape), value=seq_len + 1))
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape), value=seq_len + 1))
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
     offsets = torch.arange(seq_len + 1)
     return tokens[starts[:, None] + offsets]  # (batch, seq_len + 1)

@@ -171,9 +171,9 @@ def _require_sentences(tokens) -> torch.Tensor:
     require_token_ids("tokens", tokens, len(VOCAB), "(batch, seq_len)")
     if tokens.shape[1] != SEQ_LEN or not (tokens[:, ADJECTIVE] >= _ANIMAL_ADJ0).all():
         raise ValueError(_(
-            "tokens should be this lesson's sentences (batch, seq_len={SEQ_LEN}) ending in an "
+            "{name} should be this lesson's sentences (batch, seq_len={SEQ_LEN}) ending in an "
             "adjective, got shape {tokens_shape}"
-        ).format(SEQ_LEN=SEQ_LEN, tokens_shape=tuple(tokens.shape)))
+        ).format(name="tokens", SEQ_LEN=SEQ_LEN, tokens_shape=tuple(tokens.shape)))
     return tokens
 
 
@@ -190,8 +190,8 @@ def words(tokens: torch.Tensor) -> tuple[str, ...]:
     require_token_ids("tokens", tokens, len(VOCAB), "(seq_len,)")
     if len(tokens) != SEQ_LEN:
         raise ValueError(_(
-            "tokens should be one sentence (seq_len={SEQ_LEN},), got shape {tokens_shape}"
-        ).format(SEQ_LEN=SEQ_LEN, tokens_shape=tuple(tokens.shape)))
+            "{name} should be one sentence (seq_len={SEQ_LEN},), got shape {tokens_shape}"
+        ).format(name="tokens", SEQ_LEN=SEQ_LEN, tokens_shape=tuple(tokens.shape)))
     names = (example_words("l09_frame", FRAME) + example_words("l09_animals", ANIMALS)
              + example_words("l09_things", THINGS) + example_words("l09_verbs", VERBS)
              + example_words("l09_animal_adjectives", ANIMAL_ADJECTIVES)

@@ -120,9 +120,9 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
     tokens = require_int_tensor("tokens", tokens, "(batch, seq_len)", "token ids")
     if tokens.shape[0] == 0 or tokens.shape[1] == 0:
         raise ValueError(_(
-            "tokens should hold at least one token per sequence (a prompt), got shape "
+            "{name} should hold at least one token per sequence (a prompt), got shape "
             "{tokens_shape}"
-        ).format(tokens_shape=tuple(tokens.shape)))
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape)))
     require_positive_int("max_new_tokens", max_new_tokens)
     require_bool("use_cache", use_cache)
     require_temperature("temperature", temperature)

@@ -50,7 +50,8 @@ class AttentionExample:
     def __post_init__(self):
         n = len(self.tokens)
         if n == 0:
-            raise ValueError(_("tokens should hold at least one token, got none"))
+            raise ValueError(_("{name} should hold at least one token, got none").format(
+                name="tokens"))
         for name in ("queries", "keys", "values"):
             value = getattr(self, name)
             if name == "values" and value is None:
@@ -354,8 +355,8 @@ def require_attentions(tokens, attentions) -> tuple[tuple[str, ...], torch.Tenso
     if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(
             isinstance(t, str) for t in tokens):
         raise TypeError(_(
-            "tokens should be a list of strings, got {kind}"
-        ).format(kind=type(tokens).__name__))
+            "{name} should be a list of strings, got {kind}"
+        ).format(name="tokens", kind=type(tokens).__name__))
     attentions = require_tensor("attentions", attentions, "(num_layers, num_heads, n, n)")
     n = len(tokens)
     if attentions.dim() != 4 or attentions.shape[-2:] != (n, n):
