@@ -84,7 +84,9 @@ def seeds(n: int) -> tuple[int, ...]:
     """
     n = require_positive_int("n", n)
     if n > SEEDS_PER_RUN:
-        raise ValueError(f"n should be at most {SEEDS_PER_RUN} seeds, got {n}")
+        raise ValueError(_(
+            "n should be at most {SEEDS_PER_RUN} seeds, got {n}"
+        ).format(SEEDS_PER_RUN=SEEDS_PER_RUN, n=n))
     base = SEEDS_PER_RUN * _run["seed"]
     return tuple(base + i for i in range(n))
 
@@ -111,13 +113,17 @@ def claim(holds, statement: str) -> None:
     """
     if isinstance(holds, torch.Tensor):
         if holds.numel() != 1:
-            raise ValueError(f"claim() needs one truth value, got a tensor of shape "
-                             f"{tuple(holds.shape)}; use .all() or .any()")
+            raise ValueError(_(
+                "claim() needs one truth value, got a tensor of shape {holds_shape}; use .all() "
+                "or .any()"
+            ).format(holds_shape=tuple(holds.shape)))
         holds = bool(holds.item())
     if not isinstance(holds, (bool, np.bool_)):
-        raise TypeError(f"claim() needs a bool, got {type(holds).__name__}")
+        raise TypeError(_("claim() needs a bool, got {kind}").format(kind=type(holds).__name__))
     if not isinstance(statement, str) or not statement.strip():
-        raise TypeError(f"claim() needs the statement as a non-empty str, got {statement!r}")
+        raise TypeError(_(
+            "claim() needs the statement as a non-empty str, got {statement!r}"
+        ).format(statement=statement))
     log = os.environ.get(CLAIMS_LOG)
     if log:
         with open(log, "a", encoding="utf-8") as file:
