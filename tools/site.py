@@ -100,7 +100,35 @@ def site_words(edition: str) -> dict[str, str]:
         "run_it": edition_text(edition, "site", "run it"),
         "run_time": edition_text(edition, "site", "about {seconds} s"),
         "caption": edition_text(edition, "site", "Lessons"),
+        "code_block": edition_text(edition, "site", "code"),
+        "output_block": edition_text(edition, "site", "output"),
     }
+
+
+# A code or output block (Pygments' <pre> in myst-nb's wrapper) scrolls sideways when its
+# lines are long: a keyboard reaches it only if it takes the focus, and a screen reader
+# announces it as a region with a name (axe-core's scrollable-region-focusable).
+_BLOCK = re.compile(r'(<div class="([^"]*)"><div class="highlight">)<pre>')
+# Furo's sidebar caption is a heading without a level (axe-core's aria-required-attr).
+_CAPTION = '<p class="caption" role="heading">'
+# myst-nb names a folded cell's toggle "Toggle hidden content" although it shows "Show code
+# cell source": the name must contain the visible words (label-content-name-mismatch).
+_TOGGLE = '<summary aria-label="Toggle hidden content">'
+
+
+def accessible(html: str, edition: str = "en") -> str:
+    """A built page with the theme's and myst-nb's markup made to pass axe-core's WCAG 2
+    A/AA rules: every code and output block focusable and named, the sidebar's caption a
+    heading of level 2, folded cells' toggles named by their visible words."""
+    words = site_words(edition)
+
+    def block(match: re.Match) -> str:
+        name = words["output_block" if "output" in match[2].split() else "code_block"]
+        return f'{match[1]}<pre tabindex="0" role="region" aria-label="{name}">'
+
+    html = _BLOCK.sub(block, html)
+    html = html.replace(_CAPTION, '<p class="caption" role="heading" aria-level="2">')
+    return html.replace(_TOGGLE, "<summary>")
 
 
 def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.NotebookNode:
@@ -252,6 +280,12 @@ def build(jobs: str = "2") -> Path:
              str(CACHE / "doctrees" / edition), str(prepare_source(edition)), str(output)],
             check=True, env={**os.environ, "COURSE_EDITION": edition},
         )
+        for page in output.rglob("*.html"):
+            if any(page.is_relative_to(other) for other in EDITION_OUTPUT.values()
+                   if other != output and other.is_relative_to(output)):
+                continue  # another edition's page, under this one's folder
+            page.write_text(accessible(page.read_text(encoding="utf-8"), edition),
+                            encoding="utf-8")
         if has_web_font(edition):
             write_font(edition, output)
     (OUTPUT / ".nojekyll").touch()
