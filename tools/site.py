@@ -24,6 +24,11 @@ Two editions: the English site is build/site/, the Chinese one build/site/zh-CN/
 Sphinx build of its own notebooks (``COURSE_EDITION`` tells site/conf.py which); every page
 links to the same page of the other edition (site/_templates/sidebar/language.html).
 
+Accessibility: every page must pass axe-core's WCAG 2 A/AA rules (tests/test_site.py).
+Sphinx, Furo and myst-nb leave three kinds of markup that do not, and ``accessible()``
+rewrites them in every built page: code and output blocks made focusable and named, the
+sidebar caption given its heading level, folded cells' toggles named by their words.
+
 Layout: site/ holds conf.py, templates and static files; build/site-src/<edition>/ is the
 generated Sphinx source (lessons copied and prepared); build/site/ is the result
 (git-ignored).
