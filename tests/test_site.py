@@ -161,6 +161,45 @@ def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site
     assert math_count > 0, "no math found on any page: is MathJax wired up?"
 
 
+# axe-core (npm, pinned in package.json; tools/course.py's ensure_node_tools installs it) is
+# read from node_modules and injected into each page: nothing comes from another host.
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_JS = """async (tags) => {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        await MathJax.startup.promise;  // the typeset math is part of the page checked
+    }
+    const result = await axe.run(document, {runOnly: {type: 'tag', values: tags},
+                                            resultTypes: ['violations']});
+    return result.violations.map(v => ({rule: v.id, impact: v.impact,
+        targets: v.nodes.map(n => n.target.join(' '))}));
+}"""
+
+
+def test_every_page_passes_axe_cores_wcag_2_a_and_aa_rules(browser, server, site_dir, capsys):
+    """axe-core's WCAG 2.0/2.1 A and AA rules on every page of both editions, in one browser
+    page visited in one loop: any violation fails, named by page, rule and elements."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE.relative_to(ROOT)} is missing: run `npm ci`", pytrace=False)
+    script = AXE.read_text(encoding="utf-8")
+    start = time.monotonic()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    problems, pages = [], page_paths(site_dir)
+    try:
+        for path in pages:
+            page.goto(f"{server}/{path}", wait_until="load")
+            page.add_script_tag(content=script)
+            for v in page.evaluate(AXE_JS, AXE_TAGS):
+                problems.append(f"{path}: {v['rule']} ({v['impact']}, {len(v['targets'])} "
+                                f"elements): {v['targets'][:3]}")
+    finally:
+        context.close()
+    with capsys.disabled():
+        print(f"\naxe-core on {len(pages)} pages: {time.monotonic() - start:.0f} s")
+    assert not problems, f"{len(problems)} violations:\n" + "\n".join(problems)
+
+
 def test_every_page_links_to_the_same_page_in_the_other_edition(site_dir):
     pages = page_paths(site_dir)
     assert any(p.startswith("zh-CN/") for p in pages) and any(
