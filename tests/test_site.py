@@ -135,32 +135,6 @@ def page_paths(site_dir: Path) -> list[str]:
                   if "_static" not in p.parts)
 
 
-def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site_dir):
-    pages = page_paths(site_dir)
-    lessons = [f"{PREFIX[edition]}{site.LESSONS}/{name}.html" for edition in EDITIONS
-               for name in site._lesson_names(edition)]
-    assert set(lessons) <= set(pages), f"lesson pages missing: {set(lessons) - set(pages)}"
-    problems, math_count = [], 0
-    for path in pages:
-        visit = Visit(browser, f"{server}/{path}")
-        try:
-            math = visit.page.evaluate(MATH_RENDERED_JS)
-            math_count += math["total"]
-            for label, found in (
-                ("requests to other hosts", visit.outside_requests()),
-                ("console or page errors", visit.errors),
-                ("math not rendered", math["unrendered"]),
-                ("raw TeX left in the text", visit.page.evaluate(RAW_MATH_JS)),
-                ("images that did not load", visit.page.evaluate(IMAGES_JS)),
-            ):
-                if found:
-                    problems.append(f"{path}: {label}: {found[:5]}")
-        finally:
-            visit.close()
-    assert not problems, "\n".join(problems)
-    assert math_count > 0, "no math found on any page: is MathJax wired up?"
-
-
 # axe-core (npm, pinned in package.json; tools/course.py's ensure_node_tools installs it) is
 # read from node_modules and injected into each page: nothing comes from another host.
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
@@ -176,28 +150,44 @@ AXE_JS = """async (tags) => {
 }"""
 
 
-def test_every_page_passes_axe_cores_wcag_2_a_and_aa_rules(browser, server, site_dir, capsys):
-    """axe-core's WCAG 2.0/2.1 A and AA rules on every page of both editions, in one browser
-    page visited in one loop: any violation fails, named by page, rule and elements."""
+def test_every_page_is_offline_clean_rendered_complete_and_accessible(browser, server, site_dir,
+                                                                      capsys):
+    """One visit per page of both editions: nothing from another host, no console error, math
+    rendered, every image loaded, and axe-core's WCAG 2.0/2.1 A and AA rules with no violation
+    (named by page, rule and elements). One visit serves both, since loading a lesson page and
+    typesetting its math is most of the time either check takes."""
     if not AXE.exists():
         pytest.fail(f"{AXE.relative_to(ROOT)} is missing: run `npm ci`", pytrace=False)
-    script = AXE.read_text(encoding="utf-8")
-    start = time.monotonic()
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    problems, pages = [], page_paths(site_dir)
-    try:
-        for path in pages:
-            page.goto(f"{server}/{path}", wait_until="load")
-            page.add_script_tag(content=script)
-            for v in page.evaluate(AXE_JS, AXE_TAGS):
-                problems.append(f"{path}: {v['rule']} ({v['impact']}, {len(v['targets'])} "
-                                f"elements): {v['targets'][:3]}")
-    finally:
-        context.close()
+    axe = AXE.read_text(encoding="utf-8")
+    pages = page_paths(site_dir)
+    lessons = [f"{PREFIX[edition]}{site.LESSONS}/{name}.html" for edition in EDITIONS
+               for name in site._lesson_names(edition)]
+    assert set(lessons) <= set(pages), f"lesson pages missing: {set(lessons) - set(pages)}"
+    problems, violations, math_count, start = [], [], 0, time.monotonic()
+    for path in pages:
+        visit = Visit(browser, f"{server}/{path}")
+        try:
+            math = visit.page.evaluate(MATH_RENDERED_JS)
+            math_count += math["total"]
+            for label, found in (
+                ("requests to other hosts", visit.outside_requests()),
+                ("console or page errors", visit.errors),
+                ("math not rendered", math["unrendered"]),
+                ("raw TeX left in the text", visit.page.evaluate(RAW_MATH_JS)),
+                ("images that did not load", visit.page.evaluate(IMAGES_JS)),
+            ):
+                if found:
+                    problems.append(f"{path}: {label}: {found[:5]}")
+            visit.page.add_script_tag(content=axe)
+            violations += [f"{path}: {v['rule']} ({v['impact']}, {len(v['targets'])} elements): "
+                           f"{v['targets'][:3]}" for v in visit.page.evaluate(AXE_JS, AXE_TAGS)]
+        finally:
+            visit.close()
     with capsys.disabled():
-        print(f"\naxe-core on {len(pages)} pages: {time.monotonic() - start:.0f} s")
-    assert not problems, f"{len(problems)} violations:\n" + "\n".join(problems)
+        print(f"\n{len(pages)} pages visited, axe-core included: {time.monotonic() - start:.0f} s")
+    assert not problems, "\n".join(problems)
+    assert math_count > 0, "no math found on any page: is MathJax wired up?"
+    assert not violations, f"{len(violations)} axe-core violations:\n" + "\n".join(violations)
 
 
 def test_every_page_links_to_the_same_page_in_the_other_edition(site_dir):
