@@ -177,8 +177,6 @@ ERRORS_TO_CONVERT = {
     "course_utils/nn/kv_cache.py",
     "course_utils/models/gpt.py",
     "course_utils/experiments/l13_induction.py",
-    "course_utils/views/live_view.py",
-    "course_utils/views/translator_view.py",
 }
 ERRORS = {"ValueError", "TypeError"}
 
