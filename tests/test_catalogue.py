@@ -175,7 +175,6 @@ ERRORS_TO_CONVERT = {
     "course_utils/nn/attention.py",
     "course_utils/nn/blocks.py",
     "course_utils/nn/kv_cache.py",
-    "course_utils/models/gpt.py",
     "course_utils/experiments/l13_induction.py",
 }
 ERRORS = {"ValueError", "TypeError"}
