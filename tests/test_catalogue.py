@@ -175,13 +175,7 @@ ERRORS_TO_CONVERT = {
     "course_utils/nn/attention.py",
     "course_utils/nn/blocks.py",
     "course_utils/nn/kv_cache.py",
-    "course_utils/models/gpt.py",
-    "course_utils/experiments/l01_distance.py",
-    "course_utils/experiments/l06_cost.py",
     "course_utils/experiments/l13_induction.py",
-    "course_utils/experiments/l17_long_context.py",
-    "course_utils/views/live_view.py",
-    "course_utils/views/translator_view.py",
 }
 ERRORS = {"ValueError", "TypeError"}
 
