@@ -26,6 +26,7 @@ from course_utils.checks import (
     require_positive_number,
     require_token_ids,
 )
+from course_utils.language import _
 from course_utils.nn.masks import causal_mask
 from course_utils.nn.training import fit
 
@@ -50,14 +51,15 @@ class OneHeadLM(nn.Module):
         self.mask_after_softmax = require_bool("mask_after_softmax", mask_after_softmax)
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(seq_len, d_model)
-        self.w_q, self.w_k, self.w_v = (nn.Linear(d_model, d_model) for _ in range(3))
+        self.w_q, self.w_k, self.w_v = (nn.Linear(d_model, d_model) for _projection in range(3))
         self.readout = nn.Linear(2 * d_model, vocab_size)  # reads [x, attention output]
 
     def forward(self, tokens):
         tokens = require_token_ids("tokens", tokens, self.vocab_size)
         if tokens.dim() != 2 or tokens.shape[1] != self.seq_len:
-            raise ValueError(f"tokens should be (batch, seq_len) with seq_len={self.seq_len}, "
-                             f"got shape {tuple(tokens.shape)}")
+            raise ValueError(_(
+                "{name} should be (batch, seq_len) with seq_len={seq_len}, got shape {shape}"
+            ).format(name="tokens", seq_len=self.seq_len, shape=tuple(tokens.shape)))
         x = self.token_embedding(tokens) + self.position_embedding.weight  # (batch, n, d)
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (batch, n_q, n_k)
