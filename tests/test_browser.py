@@ -1,14 +1,18 @@
-"""The lessons that need a front end, in a real JupyterLab, driven in Debian's Chromium by
+"""What only a live front end shows, in a real JupyterLab, driven in Debian's Chromium by
 playwright.
 
-For each notebook of both editions whose outputs a front end renders (HTML with a script,
-widgets: ``tools.lessons.front_end_outputs``): open it, Run All, wait for the kernel to go
-idle, then check that no cell raised and that every widget rendered. A failing notebook leaves a
-full-page screenshot in tests/screenshots/ (git-ignored); ``COURSE_SCREENSHOTS=1`` saves one
-of every notebook for a reviewer to look at (CI skips them: each costs seconds of a
-16,000-pixel capture). On the attention explorer:
-click tokens and flip its toggles, reading the numbers it shows, and measure how long a
-click takes to update them.
+Every kind of view the lessons display (HTML whose script draws it, widgets:
+``tools.lessons.front_end_views`` of their stored outputs) is displayed by one small notebook
+built from tiny inputs (``SMOKE_VIEWS``, written into build/ at run time): Run All, then
+check that no cell raised, that each view's script ran in JupyterLab (its no-script fallback
+is gone, its controls are drawn), that every widget rendered, and that the page logged no
+console error or uncaught exception. The lessons themselves run in a kernel in nbval and the
+Colab-alone pass; running them whole here again would add their training time and nothing
+more. A failing notebook leaves a full-page screenshot in tests/screenshots/ (git-ignored);
+``COURSE_SCREENSHOTS=1`` saves one of every notebook for a reviewer to look at (CI skips
+them: each costs seconds of a 16,000-pixel capture). On the attention explorer's lesson, in
+every edition: Run All, click tokens and flip its toggles, reading the numbers it shows, and
+measure how long a click takes to update them.
 
 The browser never writes a notebook back: autosave is off in this server's own settings,
 pages are closed without saving, and each test checks that the file is byte-for-byte
@@ -26,12 +30,15 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from course_utils.views.explorer import AttentionExplorer, ModelExplorer, synthetic_attentions
@@ -49,9 +56,10 @@ from tests.support.browser import (
     pronoun_example_of,
     require_chromium,
 )
-from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, front_end_outputs, read
+from tools.lessons import EDITIONS, ROOT, all_lesson_paths, edition_of, front_end_views, read
 
 SCREENSHOTS = ROOT / "tests" / "screenshots"
+BUILD = ROOT / "build"
 EXPLORER_NOTEBOOKS = {edition: folder / "09_attention_explorer.ipynb"
                       for edition, folder in EDITIONS.items()}
 SERVER_START_TIMEOUT_S = 90
@@ -287,7 +295,9 @@ def full_page_screenshot(page, name: str) -> list[Path]:
     return paths
 
 
-def check_runs_cleanly(page, lab: Lab, notebook: Path) -> None:
+def check_runs_cleanly(page, lab: Lab, notebook: Path) -> dict:
+    """Run All; check that every cell ran without raising and every widget rendered;
+    return the notebook as JupyterLab holds it after the run."""
     executed = run_all(page, lab, notebook)
     errors = [
         f"cell {index}: {output['ename']}: {output['evalue']}"
@@ -302,6 +312,7 @@ def check_runs_cleanly(page, lab: Lab, notebook: Path) -> None:
     while (problems := widget_problems(page)) and time.monotonic() < deadline:
         page.wait_for_timeout(250)
     assert not problems, f"{notebook.name}: widgets did not render: {problems}"
+    return executed
 
 
 def assert_not_saved(lab: Lab, notebook: Path, committed: bytes) -> None:
@@ -319,32 +330,180 @@ def screenshot_name(notebook: Path) -> str:
     return notebook.stem if edition == "en" else f"{edition}_{notebook.stem}"
 
 
-# This pass exists for what only a front end shows: HTML with a script (the explorers, the
-# drawn examples) and widgets. A lesson whose outputs are text and images only runs here for
-# nothing its other passes do not check (nbval runs it in a kernel, the Colab pass alone), so
-# it is left out; the explorer's notebooks are run (and checked the same way) by the explorer
-# test below. The other editions' lessons carry the English code and the same front-end
-# files with their catalogue's words; the site pass renders their stored outputs in Chromium
-# and the explorer test runs their explorer here, so their other lessons are not run again.
-FRONT_END_LESSONS = [p for p in all_lesson_paths()
-                     if edition_of(p) == "en" and front_end_outputs(read(p))]
+# This pass exists for what only a front end shows: HTML views whose script draws them (the
+# explorers, the live views) and widgets. Each lesson's cells already run in a kernel twice
+# (nbval, the Colab-alone run), so running whole lessons here again would check nothing new
+# at the cost of their training. Instead one small notebook (the smoke notebook) displays
+# every kind of view the lessons display, built from tiny inputs, and the test checks in
+# JupyterLab what no kernel shows: each view's script ran (its no-script fallback is gone,
+# its controls are drawn), every widget rendered, and the page logged no error. The kinds
+# come from the lessons' stored outputs (``front_end_views``), so a lesson showing a new
+# kind fails test_the_smoke_notebook_shows_every_view_the_lessons_show until a view of that
+# kind is added here. The other editions' lessons display the same views with their
+# catalogue's words; the explorer test below runs lesson 09 of every edition here, and the
+# site pass renders their stored outputs in Chromium.
 
 
-@pytest.mark.parametrize(
-    "notebook", [p for p in FRONT_END_LESSONS if p not in EXPLORER_NOTEBOOKS.values()],
-    ids=lambda path: path.relative_to(ROOT / "notebooks").as_posix())
-def test_notebook_runs_in_jupyterlab(page, lab, notebook):
-    committed = notebook.read_bytes()
-    try:
-        check_runs_cleanly(page, lab, notebook)
-    except Exception:
-        with contextlib.suppress(Exception):  # a picture of the failure, if one can be taken
-            full_page_screenshot(page, screenshot_name(notebook))
-        raise
-    if SCREENSHOTS_OF_PASSING:
-        full_page_screenshot(page, screenshot_name(notebook))
-    page.close()
-    assert_not_saved(lab, notebook, committed)
+@dataclass(frozen=True)
+class SmokeView:
+    """One view of the smoke notebook: ``code`` displays it (the cell's last expression),
+    ``kind`` is what ``front_end_views`` names it, ``drawn`` CSS selectors of what only its
+    script or widget manager draws, ``fallback`` that of the no-script text its script
+    removes when it starts (None for widgets, which have none)."""
+
+    name: str
+    kind: str
+    code: str
+    drawn: tuple[str, ...]
+    fallback: str | None
+
+
+SMOKE_SETUP = f"""\
+import sys
+
+sys.path.insert(0, {str(ROOT)!r})  # tests.support.models: the tests' small models
+
+from course_utils.data.corpus import CharTokenizer
+from course_utils.views.explorer import AttentionExplorer, ModelExplorer, synthetic_attentions
+from course_utils.views.explorer_model import pronoun_example, round_example
+from course_utils.views.live_view import LiveModelView
+from course_utils.views.scaling_widget import ScalingWidget
+from course_utils.views.translator_view import TranslatorView
+from tests.support.models import scaled_up_gpt, scaled_up_translator
+"""
+
+# What each view's script draws: the words to click and the row of weights they open, the
+# model view's maps, the live views' text box and what they read of it.
+TOY_EXPLORER = (".attn-explorer-app .attn-explorer-token", ".attn-explorer-row")
+MODEL_EXPLORER = (".attn-explorer-app canvas.attn-explorer-thumb", ".attn-explorer-row")
+SMOKE_VIEWS = [
+    SmokeView("AttentionExplorer without toggles (lesson 02)",
+              "attn-explorer (toy, toggles: none, one sentence)",
+              "AttentionExplorer(pronoun_example(), toggles=())",
+              TOY_EXPLORER, ".attn-explorer-fallback"),
+    SmokeView("AttentionExplorer with the scale toggle (lesson 03)",
+              "attn-explorer (toy, toggles: scale, one sentence)",
+              'AttentionExplorer(pronoun_example(), query="it", scaled=False, toggles=("scale",))',
+              (*TOY_EXPLORER, ".attn-explorer-scale"), ".attn-explorer-fallback"),
+    SmokeView("AttentionExplorer with the causal toggle (lesson 05)",
+              "attn-explorer (toy, toggles: causal, one sentence)",
+              'AttentionExplorer(pronoun_example(), causal=True, toggles=("causal",))',
+              (*TOY_EXPLORER, ".attn-explorer-causal"), ".attn-explorer-fallback"),
+    SmokeView("AttentionExplorer with every toggle and two sentences (lesson 09)",
+              "attn-explorer (toy, toggles: causal, scale, temperature, several sentences)",
+              "AttentionExplorer(pronoun_example(), sentences=[round_example()])",
+              (*TOY_EXPLORER, ".attn-explorer-causal", ".attn-explorer-scale",
+               ".attn-explorer-temperature", ".attn-explorer-sentence"),
+              ".attn-explorer-fallback"),
+    SmokeView("ModelExplorer with two sentences (lessons 09 and 10)",
+              "attn-explorer (model, several sentences)",
+              'tokens = [f"t{i}" for i in range(7)]\n'
+              "ModelExplorer(tokens, synthetic_attentions(3, 4, 7), layer=2, head=1, query=6,\n"
+              '              sentences={"t0 t1 t2": (tokens[:3], synthetic_attentions(3, 4, 3))})',
+              (*MODEL_EXPLORER, ".attn-explorer-sentence"), ".attn-explorer-fallback"),
+    SmokeView("LiveModelView (lesson 12)", "attn-live",
+              'tokenizer = CharTokenizer.from_text("To be, or not to be")\n'
+              'LiveModelView(scaled_up_gpt(tokenizer.vocab_size, 0), tokenizer, text="To be")',
+              (".attn-live-text", ".attn-live-chars", ".attn-live-heatmap"),
+              ".attn-live-fallback"),
+    SmokeView("TranslatorView (lesson 15)", "attn-live attn-translator",
+              'TranslatorView(scaled_up_translator(4), text="three thousand and five", layer=1,'
+              " head=2)",
+              (".attn-live-text", ".attn-translator-words"), ".attn-live-fallback"),
+    SmokeView("ScalingWidget (lesson 03)", "widget VBox", "ScalingWidget()",
+              (".widget-slider", ".widget-toggle-button", ".widget-output img"), None),
+]
+SMOKE_CELLS_BEFORE_VIEWS = 1  # SMOKE_SETUP
+
+
+def smoke_notebook(folder: Path) -> Path:
+    """The smoke notebook, written into ``folder``: the setup cell, then one cell per view."""
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {
+        "display_name": "Python 3", "language": "python", "name": "python3"}})
+    notebook.cells = [nbformat.v4.new_code_cell(SMOKE_SETUP),
+                      *(nbformat.v4.new_code_cell(view.code) for view in SMOKE_VIEWS)]
+    path = folder / "front_end_views.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+# For each [cell index, drawn selectors, fallback selector]: which of the drawn selectors
+# match nothing in the cell's outputs, and whether the fallback is still there.
+VIEW_STATE_JS = """(views) => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    return views.map(([index, drawn, fallback]) => {
+        const outputs = panel.content.widgets[index].node.querySelector('.jp-OutputArea');
+        return {missing: drawn.filter(selector => !outputs.querySelector(selector)),
+                fallback: !!fallback && !!outputs.querySelector(fallback)};
+    });
+}"""
+
+
+def view_problems(page) -> list[str]:
+    """What shows, per smoke view, that its script or widget manager did not run."""
+    states = page.evaluate(VIEW_STATE_JS, [
+        [SMOKE_CELLS_BEFORE_VIEWS + i, view.drawn, view.fallback]
+        for i, view in enumerate(SMOKE_VIEWS)])
+    problems = []
+    for view, state in zip(SMOKE_VIEWS, states, strict=True):
+        if state["fallback"]:
+            problems.append(f"{view.name}: its no-script fallback ({view.fallback}) is still "
+                            "there: its script did not start")
+        if state["missing"]:
+            problems.append(f"{view.name}: nothing in its output matches {state['missing']}")
+    return problems
+
+
+def recorded_errors(page) -> list[str]:
+    """The page's console errors and uncaught exceptions from now on (the list fills up)."""
+    errors: list[str] = []
+    page.on("console", lambda message: message.type == "error" and errors.append(
+        f"console: {message.text}"))
+    page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
+    return errors
+
+
+def test_the_smoke_notebook_shows_every_view_the_lessons_show():
+    shown_by = defaultdict(list)  # kind of view -> the English lessons showing it
+    for path in all_lesson_paths():
+        if edition_of(path) == "en":
+            for kind in front_end_views(read(path)):
+                shown_by[kind].append(path.stem)
+    smoke = {view.kind for view in SMOKE_VIEWS}
+    assert not set(shown_by) - smoke, "\n".join(
+        f"{kind} (shown by {', '.join(shown_by[kind])}) is not in the smoke notebook: add a "
+        "SmokeView of it" for kind in sorted(set(shown_by) - smoke))
+    assert not smoke - set(shown_by), (
+        f"no English lesson shows {sorted(smoke - set(shown_by))}: drop those SmokeViews")
+
+
+def test_every_view_of_the_lessons_runs_its_script_in_jupyterlab(page, lab):
+    errors = recorded_errors(page)
+    BUILD.mkdir(exist_ok=True)
+    # Under the server's root (the repository) to be opened; build/ is git-ignored.
+    with tempfile.TemporaryDirectory(dir=BUILD, prefix="jupyterlab-") as folder:
+        notebook = smoke_notebook(Path(folder))
+        written = notebook.read_bytes()
+        try:
+            executed = check_runs_cleanly(page, lab, notebook)
+            shown = [front_end_views({"cells": [cell]}) for cell in
+                     executed["cells"][SMOKE_CELLS_BEFORE_VIEWS:]]
+            assert shown == [{view.kind} for view in SMOKE_VIEWS], (
+                "the smoke notebook's cells show other views than their SmokeViews say: "
+                f"{shown}")
+            deadline = time.monotonic() + WIDGET_RENDER_TIMEOUT_S
+            while (problems := view_problems(page)) and time.monotonic() < deadline:
+                page.wait_for_timeout(250)
+            assert not problems, "views that did not run in JupyterLab:\n" + "\n".join(problems)
+            assert not errors, "the page logged errors:\n" + "\n".join(errors)
+        except Exception:
+            with contextlib.suppress(Exception):  # a picture of the failure, if one can be taken
+                full_page_screenshot(page, notebook.stem)
+            raise
+        if SCREENSHOTS_OF_PASSING:
+            full_page_screenshot(page, notebook.stem)
+        page.close()
+        assert_not_saved(lab, notebook, written)
 
 
 # --- the attention explorer ------------------------------------------------------------

@@ -11,6 +11,7 @@ edition costs a catalogue and a folder, not code.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -117,14 +118,48 @@ def excluded_cells(notebook: nbformat.NotebookNode) -> int:
 
 # What a notebook's outputs need only a kernel for; anything else is rendered by a front end.
 PLAIN_OUTPUTS = {"text/plain", "image/png"}
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_HTML_ROOT = re.compile(r'\s*<\w+[^>]*?\bclass="([^"]*)"')
+_EXPLORER_DATA = re.compile(r'class="attn-explorer-data">(.*?)</script>', re.DOTALL)
 
 
-def front_end_outputs(notebook: nbformat.NotebookNode) -> set[str]:
-    """The MIME types of a notebook's stored outputs that a front end must render (HTML with
-    a script, widget views): what the JupyterLab pass of the suite exists to check."""
-    return {kind for cell in notebook.cells if cell.cell_type == "code"
-            for output in cell.get("outputs", []) for kind in output.get("data", {})
-            } - PLAIN_OUTPUTS
+def _text(value: str | list[str]) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+def _html_view(html: str) -> str:
+    """An HTML output's kind: its root element's classes, and for the attention explorer
+    what changes what its script draws (its mode, its toggles, one sentence or several)."""
+    root = _HTML_ROOT.match(html)
+    if not root:
+        return "text/html"
+    data = _EXPLORER_DATA.search(html)
+    if not data:
+        return root.group(1)
+    payload = json.loads(data.group(1))
+    settings = [payload["mode"]]
+    if "toggles" in payload:
+        settings.append(f"toggles: {', '.join(payload['toggles']) or 'none'}")
+    settings.append("one sentence" if len(payload["sentences"]) == 1 else "several sentences")
+    return f"{root.group(1)} ({', '.join(settings)})"
+
+
+def front_end_views(notebook: nbformat.NotebookNode | dict) -> set[str]:
+    """The kinds of view a front end must render in a notebook's outputs (HTML with a script,
+    widgets): what the JupyterLab pass of the suite exists to check. ``notebook`` as stored or
+    as JupyterLab's model gives it (``toJSON()``)."""
+    views = set()
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else ():
+            data = output.get("data", {})
+            for kind in set(data) - PLAIN_OUTPUTS:
+                if kind == "text/html":
+                    views.add(_html_view(_text(data[kind])))
+                elif kind == WIDGET_VIEW:  # its class, as its text form names it: VBox(...)
+                    views.add(f"widget {_text(data['text/plain']).partition('(')[0]}")
+                else:
+                    views.add(kind)
+    return views
 
 
 def lesson_heading(notebook: nbformat.NotebookNode) -> tuple[str, str]:
