@@ -62,7 +62,8 @@ BYTECODE = ROOT / "build" / "pycache"
 # tests/support/notebook_plugin.py);
 # lessons use one torch thread, so each lane keeps about one core busy. Lane 2 runs the
 # Colab-alone runs (tests/test_colab.py: Colab's versions, each notebook alone, and the seed
-# and re-run pass) and nbval of the other editions (under ATen's portable kernels); lane 1
+# and re-run pass) and nbval of most of the other editions' lessons (under ATen's portable
+# kernels; tests/support/notebook_plugin.py's TWINS_IN_FIRST_LANE balance the lanes); lane 1
 # runs everything else, nbval of the English edition included (under this CPU's own
 # kernels, judging each lesson's stated run time).
 # Each lane lists its slowest tests, so the log shows where CI's time goes.

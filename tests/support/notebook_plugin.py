@@ -10,8 +10,8 @@
 - ``--lane=1`` / ``--lane=2`` split the suite between two pytest processes, one per core
   (``tools/course.py test`` runs both): lane 2 takes the Colab-alone runs (tests/test_colab.py,
   which is also the seed and re-run pass, in one process because they share .venv-colab) and
-  the other editions' nbval runs; lane 1 everything else. Without ``--lane`` the whole suite
-  runs in one process.
+  the other editions' nbval runs but ``TWINS_IN_FIRST_LANE``; lane 1 everything else.
+  Without ``--lane`` the whole suite runs in one process.
 - The summary lists, per notebook, the cells excluded from output comparison and the time
   its nbval run took against the run time its header states; a lesson that takes much
   longer than it says fails the run. Times under portable kernels (slower) are listed, not
@@ -74,16 +74,22 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             os.environ.pop(name, None)
 
 
+# Other editions' lessons validated in lane 1 all the same (under their portable kernels), to
+# even the lanes: on c77562c lane 2 ran 18.2 min against lane 1's 17.5, before lane 1 lost
+# the JupyterLab re-runs of six lessons (about 3 min) and lane 2 a pip install per lesson.
+TWINS_IN_FIRST_LANE = {"13_induction_heads.ipynb", "14_modern_llm.ipynb"}
+
+
 def in_second_lane(item: pytest.Item) -> bool:
     """Every test of the Colab mirror (its session fixture uninstalls course_utils from
     .venv-colab before and after, so no test of that module may run in the other lane while
-    a notebook runs there) and the other editions' nbval runs, which balance the lanes (lane 1
-    took 21 min against lane 2's 10 with all nbval runs in lane 1). Lane 1 has the rest; the
-    two Chromium passes (JupyterLab, the site) stay in one lane, since side by side they
-    slowed MathJax past the site's check."""
+    a notebook runs there) and most of the other editions' nbval runs, which balance the lanes
+    (lane 1 took 21 min against lane 2's 10 with all nbval runs in lane 1). Lane 1 has the
+    rest; the two Chromium passes (JupyterLab, the site) stay in one lane, since side by side
+    they slowed MathJax past the site's check."""
     path = Path(item.path)
     return path.name == "test_colab.py" or (path.suffix == ".ipynb"
-                                            and not _native_kernels(path))
+                                            and _lesson_in_lane(path, "2"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -96,8 +102,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _lesson_in_lane(path: Path, lane: str | None) -> bool:
-    """English lessons are validated in lane 1, the other editions' in lane 2."""
-    return lane is None or (lane == "2") == (not _native_kernels(path))
+    """English lessons are validated in lane 1, the other editions' in lane 2 but for
+    TWINS_IN_FIRST_LANE."""
+    second = not _native_kernels(path) and path.name not in TWINS_IN_FIRST_LANE
+    return lane is None or (lane == "2") == second
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
