@@ -36,12 +36,25 @@ from pathlib import Path
 import matplotlib
 from matplotlib import font_manager
 
-from course_utils.checks import require_instance, require_one_of
-
 ENGLISH = "en"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "course_utils"
 _state = {"language": ENGLISH}
+
+
+# This module is the floor of the package (checks.py writes its messages with ``_``), so it
+# checks its own few arguments here rather than with course_utils.checks.
+def _got(value) -> str:
+    """What came, for an error message: its type and (short) value."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _require_instance(name: str, value, kind, what: str):
+    if not isinstance(value, kind):
+        raise TypeError(_("{name} should be {expected}, got {got}").format(
+            name=name, expected=what, got=_got(value)))
+    return value
 
 
 def available_languages() -> tuple[str, ...]:
@@ -76,7 +89,10 @@ def require_language(language) -> str:
     Used in every lesson.
     """
     languages = available_languages()
-    return require_one_of("language", language, languages)
+    if language not in languages:
+        raise ValueError(_("{name} should be one of {options}, got {got!r}").format(
+            name="language", options=languages, got=language))
+    return language
 
 
 def set_language(language: str) -> None:
@@ -104,7 +120,7 @@ def translate(message: str, language: str | None = None, context: str | None = N
 
     Used in every lesson.
     """
-    require_instance("message", message, str, "a str (the English text)")
+    _require_instance("message", message, str, _("a str (the English text)"))
     catalogue = _catalogue(require_language(language or _state["language"]))
     return catalogue.gettext(message) if context is None else catalogue.pgettext(context, message)
 
@@ -120,8 +136,8 @@ def pgettext(context: str, message: str) -> str:
 
     Used in every lesson.
     """
-    require_instance("context", context, str, "a str")
-    require_instance("message", message, str, "a str (the English text)")
+    _require_instance("context", context, str, _("a str"))
+    _require_instance("message", message, str, _("a str (the English text)"))
     return _catalogue(_state["language"]).pgettext(context, message)
 
 
@@ -132,8 +148,8 @@ def join_sentences(sentences) -> str:
     Used in every lesson.
     """
     if isinstance(sentences, str | Message) or not isinstance(sentences, Iterable):
-        raise TypeError(f"sentences should be a list (or iterable) of sentences, got "
-                        f"{type(sentences).__name__}")
+        raise TypeError(_("sentences should be a list (or iterable) of sentences, got {kind}")
+                        .format(kind=type(sentences).__name__))
     sentences = [str(sentence) for sentence in sentences]
     if not sentences:
         return ""
@@ -156,7 +172,8 @@ class Message:
 
     def __init__(self, english: str):
         if not isinstance(english, str):
-            raise TypeError(f"a message should be a str, got {type(english).__name__}")
+            raise TypeError(_("a message should be a str, got {kind}").format(
+                kind=type(english).__name__))
         self.english = english
 
     def __str__(self) -> str:
@@ -191,7 +208,7 @@ def in_english(message: str | Message) -> str:
 
     Used in every lesson.
     """
-    require_instance("message", message, str | Message, "a str or N_(...)")
+    _require_instance("message", message, str | Message, _("a str or N_(...)"))
     return message.english if isinstance(message, Message) else message
 
 
@@ -201,13 +218,14 @@ def example_words(name: str, english: tuple[str, ...]) -> tuple[str, ...]:
 
     Used in lesson 09.
     """
-    require_instance("name", name, str, "the example's name (a str)")
+    _require_instance("name", name, str, _("the example's name (a str)"))
     words = edition(_state["language"]).get("examples", {}).get(name)
     if words is None:
         return tuple(english)
     if len(words) != len(english):
-        raise ValueError(f"edition {_state['language']!r}: example {name!r} should have "
-                         f"{len(english)} words, one per English word, got {len(words)}")
+        raise ValueError(_("edition {edition!r}: example {name!r} should have {count} words, "
+                           "one per English word, got {got}").format(
+            edition=_state["language"], name=name, count=len(english), got=len(words)))
     return tuple(words)
 
 
@@ -218,8 +236,8 @@ def edition_font_path(language: str) -> Path:
     """
     font = edition(require_language(language)).get("figure_font")
     if font is None:
-        raise ValueError(f"the {language} edition has no figure_font: its figures keep "
-                         "matplotlib's default font")
+        raise ValueError(_("the {language} edition has no figure_font: its figures keep "
+                           "matplotlib's default font").format(language=language))
     spec = importlib.util.find_spec(font["package"])
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from course_utils.checks import require_callable, require_instance, require_seed
+from course_utils.language import _
 
 # Set on an exception raised inside the learner's code, to tell it apart from one of the
 # course's own (a checker may still catch it, e.g. a RuntimeError it expects).
@@ -44,7 +45,7 @@ def raised_by_learner(error: BaseException) -> bool:
 
     Used in every lesson.
     """
-    require_instance("error", error, BaseException, "an exception")
+    require_instance("error", error, BaseException, _("an exception"))
     return getattr(error, _RAISED_BY_LEARNER, False)
 
 

@@ -80,11 +80,13 @@ def seeds(n: int) -> tuple[int, ...]:
     ``setup(seed=0)`` (the stored run) gives ``0, 1, ..., n - 1``; ``setup(seed=s)`` gives
     ``1000 s, 1000 s + 1, ...``: other models, for claims that must hold on any seed.
 
-    Used in lessons 01, 03, 04, 06, 07, 08, 11, 12, 13, 15, 16, 18 and 19.
+    Used in lessons 01, 03, 04, 05, 06, 07, 08, 11, 12, 13, 15, 16, 18 and 19.
     """
     n = require_positive_int("n", n)
     if n > SEEDS_PER_RUN:
-        raise ValueError(f"n should be at most {SEEDS_PER_RUN} seeds, got {n}")
+        raise ValueError(_(
+            "n should be at most {SEEDS_PER_RUN} seeds, got {n}"
+        ).format(SEEDS_PER_RUN=SEEDS_PER_RUN, n=n))
     base = SEEDS_PER_RUN * _run["seed"]
     return tuple(base + i for i in range(n))
 
@@ -94,7 +96,7 @@ def lesson_generator(index: int = 0) -> torch.Generator:
     data draw or an initialisation that must change with the setup seed and with nothing
     else (re-running the cell gives the same draw).
 
-    Used in lessons 01, 02, 03, 04, 06, 07, 08, 09, 11, 12, 13, 14, 15, 16, 17, 18 and 19.
+    Used in lessons 01, 02, 03, 04, 05, 06, 07, 08, 09, 11, 12, 13, 14, 15, 16, 17, 18 and 19.
     """
     require_int_in_range("index", index, 0, SEEDS_PER_RUN - 1)
     return torch.Generator().manual_seed(SEEDS_PER_RUN * _run["seed"] + index)
@@ -111,13 +113,17 @@ def claim(holds, statement: str) -> None:
     """
     if isinstance(holds, torch.Tensor):
         if holds.numel() != 1:
-            raise ValueError(f"claim() needs one truth value, got a tensor of shape "
-                             f"{tuple(holds.shape)}; use .all() or .any()")
+            raise ValueError(_(
+                "claim() needs one truth value, got a tensor of shape {holds_shape}; use .all() "
+                "or .any()"
+            ).format(holds_shape=tuple(holds.shape)))
         holds = bool(holds.item())
     if not isinstance(holds, (bool, np.bool_)):
-        raise TypeError(f"claim() needs a bool, got {type(holds).__name__}")
+        raise TypeError(_("claim() needs a bool, got {kind}").format(kind=type(holds).__name__))
     if not isinstance(statement, str) or not statement.strip():
-        raise TypeError(f"claim() needs the statement as a non-empty str, got {statement!r}")
+        raise TypeError(_(
+            "claim() needs the statement as a non-empty str, got {statement!r}"
+        ).format(statement=statement))
     log = os.environ.get(CLAIMS_LOG)
     if log:
         with open(log, "a", encoding="utf-8") as file:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from course_utils.checks import require_instance, require_positive_int
-from course_utils.language import N_, Message
+from course_utils.language import N_, Message, _
 
 UPDATE_EVERY_S = 0.5
 BAR_WIDTH = 20
@@ -56,7 +56,8 @@ class Progress:
 
     def __init__(self, total: int, label: str | Message):
         self.total = require_positive_int("total", total)
-        self.label = require_instance("label", label, str | Message, "a str or an N_(...) message")
+        self.label = require_instance("label", label, str | Message,
+                                      _("a str or an N_(...) message"))
         self.done = 0
         self._handle = None
         self._shown_at = -float("inf")
@@ -90,8 +91,8 @@ def counted(items: Sequence, label: str | Message) -> Iterator:
 
     Used in every lesson.
     """
-    require_instance("items", items, Sequence, "a sequence (a list or a tuple)")
-    require_instance("label", label, str | Message, "a str or an N_(...) message")
+    require_instance("items", items, Sequence, _("a sequence (a list or a tuple)"))
+    require_instance("label", label, str | Message, _("a str or an N_(...) message"))
     return _under(Progress(len(items), label), items) if items else iter(())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from course_utils.checks import require_instance
+from course_utils.language import _
 
 Item = TypeVar("Item")
 
@@ -22,19 +23,23 @@ class Registry(Generic[Item]):
     """
 
     def __init__(self, kind: str):
-        self.kind = require_instance("kind", kind, str, "a str (what an item is called)")
+        self.kind = require_instance("kind", kind, str, _("a str (what an item is called)"))
         self._items: dict[str, tuple[int | None, Item]] = {}
 
     def add(self, key: str, item: Item, order: int | None = None) -> Item:
         """Register ``item`` under ``key`` (at place ``order``, if given); ValueError if the
         key or the place is taken."""
         if key in self._items:
-            raise ValueError(f"a {self.kind} named {key!r} is already registered")
+            raise ValueError(_(
+                "a {kind} named {key!r} is already registered"
+            ).format(kind=self.kind, key=key))
         if order is not None:
             taken = next((other for other, (place, _item) in self._items.items()
                           if place == order), None)
             if taken is not None:
-                raise ValueError(f"{self.kind} {key!r}: order {order} is taken by {taken!r}")
+                raise ValueError(_(
+                    "{kind} {key!r}: order {order} is taken by {taken!r}"
+                ).format(kind=self.kind, key=key, order=order, taken=taken))
         self._items[key] = (order, item)
         return item
 

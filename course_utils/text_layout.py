@@ -16,6 +16,7 @@ import textwrap
 import unicodedata
 
 from course_utils.checks import require_instance, require_one_of, require_positive_int
+from course_utils.language import _
 
 _WIDE = r"\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
 # A space, one wide character, or a run of anything else (a word, a number, a formula).
@@ -30,7 +31,7 @@ def display_width(text: str) -> int:
 
     Used in lesson 03.
     """
-    require_instance("text", text, str, "a str")
+    require_instance("text", text, str, _("a str"))
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
@@ -54,18 +55,20 @@ def format_table(rows, align: str = ">", gap: int = 2) -> str:
 
     Used in lessons 10, 11 and 18.
     """
-    rows = [list(row) for row in require_instance("rows", rows, (list, tuple), "a list of rows")]
+    rows = [list(row) for row in require_instance("rows", rows, (list, tuple), _("a list of rows"))]
     if not rows or any(len(row) != len(rows[0]) for row in rows):
-        raise ValueError(f"rows should be a non-empty list of rows of as many cells, got row "
-                         f"lengths {[len(row) for row in rows]}")
+        raise ValueError(_(
+            "rows should be a non-empty list of rows of as many cells, got row lengths {value}"
+        ).format(value=[len(row) for row in rows]))
     for row in rows:
         for cell in row:
-            require_instance("a cell of rows", cell, str, "a str")
+            require_instance(_("a cell of rows"), cell, str, _("a str"))
     columns = len(rows[0])
     aligns = align * columns if len(align) == 1 else align
     if len(aligns) != columns:
-        raise ValueError(f"align should be one character or {columns} (one per column), "
-                         f"got {align!r}")
+        raise ValueError(_(
+            "align should be one character or {columns} (one per column), got {align!r}"
+        ).format(columns=columns, align=align))
     for character in aligns:
         require_one_of("align", character, ("<", ">", "^"))
     widths = [max(1, *(display_width(cell) for cell in column))
@@ -84,8 +87,8 @@ def fill(message: str, head: str, width: int = 100) -> str:
 
     Used in lesson 08.
     """
-    require_instance("message", message, str, "a str")
-    require_instance("head", head, str, "a str")
+    require_instance("message", message, str, _("a str"))
+    require_instance("head", head, str, _("a str"))
     require_positive_int("width", width)
     indent = " " * len(head)
     if all(display_width(character) == 1 for character in message):

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.views.explorer import AttentionExplorer, ModelExplorer, synthetic_attentions
-from course_utils.views.explorer_html import TEMPERATURES
+from course_utils.views.explorer_html import TEMPERATURES, UI_TEXT
 from course_utils.views.explorer_model import (
     computation_steps,
     explorer_state,
@@ -598,6 +598,61 @@ def test_explorer_model_view_in_chromium(plain_browser, tmp_path):
                                                               abs=6e-4)
         # No steps and no toggles: a real model's weights come as they are.
         assert root.locator(".attn-explorer-steps, .attn-explorer-causal").count() == 0
+
+
+def test_explorer_works_from_the_keyboard_with_every_control_named(plain_browser, tmp_path):
+    """The arrow keys (and Home, End) move the query along the words; Space and Enter toggle
+    the mask and the scale; the sentence picker is named; in the model view a head's
+    thumbnail is pressed with Enter and the head picker moves with the arrow keys."""
+    example = pronoun_example()
+    n, q = len(example.tokens), example.default_query
+    with page_with(plain_browser, tmp_path, AttentionExplorer(
+            example, sentences=[round_example()])) as page:
+        root = page.locator(".attn-explorer")
+        root.locator(".attn-explorer-token").nth(q).focus()
+        page.keyboard.press("ArrowRight")
+        assert row_of(page)["query"] == q + 1
+        assert page.evaluate("() => document.activeElement.getAttribute('aria-pressed')") == "true"
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")
+        assert row_of(page)["query"] == q - 1
+        page.keyboard.press("Home")
+        assert row_of(page)["query"] == 0
+        page.keyboard.press("ArrowLeft")  # stops at the first word
+        assert row_of(page)["query"] == 0
+        page.keyboard.press("End")
+        assert row_of(page)["query"] == n - 1
+        assert row_of(page)["weights"] == pytest.approx(
+            explorer_state(example, query=n - 1).weights, abs=6e-4)
+        root.locator(".attn-explorer-causal").focus()
+        page.keyboard.press("Space")
+        assert root.locator(".attn-explorer-causal").get_attribute("aria-pressed") == "true"
+        assert row_of(page)["weights"] == pytest.approx(
+            explorer_state(example, query=n - 1, causal=True).weights, abs=6e-4)
+        root.locator(".attn-explorer-scale").focus()
+        page.keyboard.press("Enter")
+        assert root.locator(".attn-explorer-scale").get_attribute("aria-pressed") == "false"
+        assert row_of(page)["weights"] == pytest.approx(explorer_state(
+            example, query=n - 1, causal=True, scaled=False).weights, abs=6e-4)
+        page.get_by_label(str(UI_TEXT["sentence"]), exact=True).focus()
+        page.keyboard.press("ArrowDown")
+        assert page.evaluate("() => [...document.querySelectorAll('.attn-explorer-token')]"
+                             ".map(b => b.textContent)") == list(round_example().tokens)
+
+    maps = synthetic_attentions(2, 3, 5)
+    with page_with(plain_browser, tmp_path, ModelExplorer(
+            [f"t{i}" for i in range(5)], maps, query=4)) as page:
+        page.get_by_role("button", name=str(UI_TEXT["layer_head"]).format(1, 2)).focus()
+        page.keyboard.press("Enter")
+        shown = row_of(page)
+        assert (shown["layer"], shown["head"]) == (1, 2)
+        page.locator(".attn-explorer-head").focus()
+        page.keyboard.press("ArrowUp")
+        page.locator(".attn-explorer-token").nth(4).focus()
+        page.keyboard.press("ArrowLeft")
+        shown = row_of(page)
+        assert (shown["layer"], shown["head"], shown["query"]) == (1, 1, 3)
+        assert shown["weights"] == pytest.approx(maps[1, 1, 3].tolist(), abs=6e-4)
 
 
 def test_explorer_shows_odd_tokens_literally(plain_browser, tmp_path):

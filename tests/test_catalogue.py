@@ -8,7 +8,10 @@
   no module that translates with ``_`` also uses ``_`` as a throwaway name;
 - a pseudo-edition ``en-XA`` (every message bracketed and accented), added as a folder to a
   copy of the package, runs end to end through ``setup(language=...)``, an exercise, the
-  explorer, ``diagnose()`` and ``claim``: a new edition needs no change to any module.
+  explorer, ``diagnose()``, ``claim`` and the error a bad argument gets: a new edition needs
+  no change to any module;
+- every ``raise ValueError/TypeError(...)`` of course_utils has a marked message (the files
+  still to convert are listed in ``ERRORS_TO_CONVERT``).
 """
 
 from __future__ import annotations
@@ -118,6 +121,13 @@ html = AttentionExplorer()._repr_html_()
 ui = json.loads(re.search(r'class="attn-explorer-data">(.*?)</script>', html).group(1))["ui"]
 print("UI", json.dumps(ui, ensure_ascii=False))
 print("REPORT", diagnose(BUGS[0].build()))
+from course_utils.nn.masks import padding_mask
+from course_utils.notebook import seeds
+for bad_call in (lambda: padding_mask([2, -1]), lambda: seeds(0)):
+    try:
+        bad_call()
+    except ValueError as error:
+        print("ERROR", error)
 try:
     claim(False, "a claim")
 except AssertionError as error:
@@ -141,6 +151,9 @@ def test_a_pseudo_edition_runs_end_to_end_without_changing_any_module(tmp_path):
                                                     [value])) for value in ui.values()), ui
     assert report.startswith("REPORT ⟦díágñósé(softmax_over_wrong_dim): ⟦")
     assert claimed.startswith("CLAIM ⟦✗ thé léssóñ çláíms: a claim")
+    errors = [line for line in result.stdout.splitlines() if line.startswith("ERROR ")]
+    assert errors == ["ERROR ⟦léñgths shóúld bé ñóñ-ñégátívé, gót [2, -1]⟧",
+                      "ERROR ⟦n shóúld bé á pósítívé íñt, gót 0⟧"], errors
 
 
 def test_no_translation_carries_po_syntax():
@@ -150,3 +163,56 @@ def test_no_translation_carries_po_syntax():
         bad = [message.id for message in catalogue.read_catalogue(edition)
                if message.id and re.search(r'm?sgstr \\?"|msgid \\?"', str(message.string))]
         assert not bad, f"{edition}: {bad[:3]}"
+
+
+# ------------------------------------------------------------------ error messages
+# Modules whose ValueError/TypeError messages are still English f-strings: they were being
+# changed on other branches when the rest were converted. Convert one (messages through
+# _("... {name} ...").format(name=...), translations in the catalogue), then delete its line;
+# the test fails on a file listed here that has nothing left to convert, so the list only
+# shrinks.
+ERRORS_TO_CONVERT = {
+    "course_utils/nn/attention.py",
+    "course_utils/nn/blocks.py",
+    "course_utils/nn/kv_cache.py",
+    "course_utils/experiments/l13_induction.py",
+}
+ERRORS = {"ValueError", "TypeError"}
+
+
+def _translated(node: ast.AST, bound: set[str]) -> bool:
+    """``node`` is a marked message: ``_(...)``, ``_(...).format(...)``, one of two such, or
+    a name assigned one of them."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id in MARKERS or (node.func.id == "str" and len(node.args) == 1
+                                           and _translated(node.args[0], bound))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr == "format" and _translated(node.func.value, bound)
+    if isinstance(node, ast.IfExp):
+        return _translated(node.body, bound) and _translated(node.orelse, bound)
+    return isinstance(node, ast.Name) and node.id in bound
+
+
+def untranslated_errors(path: Path) -> list[str]:
+    """The ``raise ValueError(...)`` / ``raise TypeError(...)`` of a module whose message is
+    not a marked message, as ``line: code``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound: set[str] = set()
+    assignments = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)]
+    for _round in range(3):  # a name bound from a name bound from a message
+        bound |= {target.id for node in assignments if _translated(node.value, bound)
+                  for target in node.targets if isinstance(target, ast.Name)}
+    return [f"{node.lineno}: {ast.unparse(node)[:100]}" for node in ast.walk(tree)
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+            and isinstance(node.exc.func, ast.Name) and node.exc.func.id in ERRORS
+            and node.exc.args and not _translated(node.exc.args[0], bound)]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_relative)
+def test_every_value_and_type_error_speaks_the_learners_language(path):
+    left = untranslated_errors(path)
+    if _relative(path) in ERRORS_TO_CONVERT:
+        assert left, f"{_relative(path)} is converted: delete it from ERRORS_TO_CONVERT"
+        return
+    assert not left, (f"{_relative(path)}: an error message the learner reads in English "
+                      f"only; write it as _('... {{name}} ...').format(name=...): {left}")

@@ -15,7 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.experiments.l13_induction import (
+    head_scores,
     induction_scores,
+    losses_per_repeat,
     previous_token_scores,
     repeat_losses,
     repeated_tokens,
@@ -116,15 +118,40 @@ def test_scores_from_a_cached_step_are_those_of_its_rows(model, tokens):
                                _looped_score(full[..., 10:, :], PERIOD - 1, PERIOD))
 
 
-def test_repeat_losses_are_the_cross_entropy_of_each_block(model, tokens):
+def test_repeat_losses_are_the_cross_entropy_of_each_block_without_the_unpredictable(
+        model, tokens):
     losses = repeat_losses(model, tokens, PERIOD)
     with torch.no_grad():
         logits = model(tokens)
-    expected = [F.cross_entropy(logits[:, max(start - 1, 0):start + PERIOD - 1].transpose(1, 2),
-                                tokens[:, max(start, 1):start + PERIOD])
-                for start in range(0, 3 * PERIOD, PERIOD)]
+    # Targets 1..5, 7..11 (6, the first of the first repeat, follows nothing seen), 12..17.
+    blocks = [(1, PERIOD), (PERIOD + 1, 2 * PERIOD), (2 * PERIOD, 3 * PERIOD)]
+    expected = [F.cross_entropy(logits[:, start - 1:end - 1].transpose(1, 2),
+                                tokens[:, start:end]) for start, end in blocks]
     assert losses.shape == (3,)
     torch.testing.assert_close(losses, torch.stack(expected))
+    with torch.no_grad():
+        torch.testing.assert_close(losses_per_repeat(model(tokens[:, :-1]), tokens, PERIOD),
+                                   losses)
+
+
+def test_a_perfect_copier_loses_nothing_on_the_repeats():
+    tokens = repeated_tokens(3, 5, 3, 7, torch.Generator().manual_seed(2))
+    logits = torch.full((3, 14, 7), -30.0)
+    logits.scatter_(2, tokens[:, 1:, None], 30.0)  # certain of every next token
+    logits[:, 4] = 0.0  # a guess at target 5, the first of the first repeat: left out
+    logits[:, 9] = 0.0  # a guess at target 10, the first of the second: copyable, it counts
+    losses = losses_per_repeat(logits, tokens, 5)
+    assert losses[0] < 1e-6 and losses[1] < 1e-6
+    torch.testing.assert_close(losses[2], torch.log(torch.tensor(7.0)) / 5)
+
+
+def test_head_scores_are_the_scores_of_the_models_weights(model, tokens):
+    previous, induction = head_scores(model, tokens, PERIOD)
+    with torch.no_grad():
+        _, weights = model(tokens, return_weights=True)
+    assert previous.shape == induction.shape == (LAYERS, HEADS)
+    torch.testing.assert_close(previous, previous_token_scores(weights))
+    torch.testing.assert_close(induction, induction_scores(weights, PERIOD))
 
 
 def _without_columns(model, layer, heads, shift=None):
@@ -253,6 +280,21 @@ BAD_INPUTS = [
                  ("tokens", "0..12", "13"), id="repeat_losses: ids out of the vocabulary"),
     pytest.param(repeat_losses, (torch.nn.Linear(2, 2), _TOKENS, 6), {}, TypeError,
                  ("model", "GPT"), id="repeat_losses: not a GPT"),
+    pytest.param(head_scores, (_MODEL, _TOKENS, 5), {}, ValueError,
+                 ("(2, 12)", "2 whole repeats", "period=5"), id="head_scores: ragged"),
+    pytest.param(head_scores, (torch.nn.Linear(2, 2), _TOKENS, 6), {}, TypeError,
+                 ("model", "GPT"), id="head_scores: not a GPT"),
+    pytest.param(losses_per_repeat, (torch.zeros(2, 12, VOCAB), _TOKENS, 6), {}, ValueError,
+                 ("logits", "(2, 11, vocab_size)", "(2, 12, 13)", "t + 1"),
+                 id="losses_per_repeat: one logit too many"),
+    pytest.param(losses_per_repeat, (torch.zeros(2, 11, VOCAB), _TOKENS.float(), 6), {},
+                 TypeError, ("tokens", "integer", "float32"),
+                 id="losses_per_repeat: float tokens"),
+    pytest.param(losses_per_repeat, (torch.zeros(2, 11, VOCAB, dtype=torch.long), _TOKENS, 6),
+                 {}, TypeError, ("logits", "floating-point", "torch.int64"),
+                 id="losses_per_repeat: integer logits"),
+    pytest.param(losses_per_repeat, (torch.zeros(2, 11, VOCAB), _TOKENS, 0), {}, ValueError,
+                 ("period", "positive int", "got 0"), id="losses_per_repeat: period 0"),
     # Values the layer below refuses or cannot read.
     pytest.param(repeat_losses, (_MODEL, _TOKENS.to(torch.int8), 6), {}, TypeError,
                  ("tokens", "torch.long", "torch.int8"), id="repeat_losses: int8 tokens"),

@@ -95,7 +95,7 @@ def test_an_editions_example_words_must_match_the_english_ones(restored, monkeyp
     assert language.example_words("pronoun_sentence", english) == english
     language.set_language("zh-CN")
     monkeypatch.setitem(language.edition("zh-CN")["examples"], "two", ["一"])
-    with pytest.raises(ValueError, match="should have 2 words"):
+    with pytest.raises(ValueError, match="应当有 2 个词"):
         language.example_words("two", english)
     assert language.example_words("not translated", english) == english
 

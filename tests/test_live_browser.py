@@ -19,7 +19,7 @@ import torch
 
 from course_utils.data.corpus import CharTokenizer, load_text
 from course_utils.language import set_language
-from course_utils.views.live_view import LiveModelView
+from course_utils.views.live_view import UI_TEXT, LiveModelView
 from tests.support.browser import (
     LATENCY_TARGET_MS,
     RUN_JS,
@@ -150,6 +150,36 @@ def test_typing_updates_the_view_with_the_models_numbers(chromium, tmp_path, eng
         assert (shown["layer"], shown["head"], shown["query"]) == (0, 3, 4)
         assert shown["rowWeights"] == pytest.approx(ran["attentions"][0][3][4], abs=6e-4)
         assert shown["rowWeights"][5:] == [0] * (n - 5)  # keys right of the query
+
+
+def test_the_view_works_from_the_keyboard_with_every_control_named(chromium, tmp_path,
+                                                                   english_view):
+    """The text box is named; the characters take the focus and the arrow keys (Home, End)
+    move the query along them; a head's thumbnail is pressed with Space; the head picker
+    moves with the arrow keys."""
+    root = "[data-live-model]"
+    n = len(OPENING)
+    with page_with(chromium, tmp_path, english_view) as page:
+        page.get_by_label(str(UI_TEXT["text_label"]), exact=True).focus()
+        page.keyboard.press("End")
+        page.keyboard.type("!")
+        page.wait_for_function(
+            "([r, t]) => document.querySelector(r).getAttribute('data-text') === t",
+            arg=[root, OPENING + "!"])
+        page.locator(".attn-live-chars").focus()
+        page.keyboard.press("ArrowLeft")
+        assert page.evaluate(SHOWN_JS, root)["query"] == n - 1
+        page.keyboard.press("Home")
+        page.keyboard.press("ArrowRight")
+        assert page.evaluate(SHOWN_JS, root)["query"] == 1
+        page.get_by_role("button", name=str(UI_TEXT["layer_head"]).format(0, 3)).focus()
+        page.keyboard.press("Space")
+        page.locator(".attn-live-head").focus()
+        page.keyboard.press("ArrowUp")
+        shown = page.evaluate(SHOWN_JS, root)
+        assert (shown["layer"], shown["head"], shown["query"]) == (0, 2, 1)
+        ran = page.evaluate(RUN_JS, [root, OPENING + "!"])
+        assert shown["rowWeights"] == pytest.approx(ran["attentions"][0][2][1], abs=6e-4)
 
 
 def test_unknown_and_cropped_characters_are_marked_not_errors(chromium, tmp_path, english_view):

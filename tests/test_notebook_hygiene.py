@@ -91,6 +91,22 @@ def test_the_prose_does_not_speak_of_the_test_machinery(path):
             assert not found, f"{_name(path)} cell {number} says {found.group()!r} to the learner"
 
 
+# A ✓ line is a claim that could have come out otherwise; a column of them stops being read, so
+# a lesson prints at most this many (claim() lines and diagnose() reports' passing probes).
+MAX_CHECK_MARKS = 30
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_name)
+def test_a_lesson_prints_few_enough_check_marks_to_be_read(path):
+    marks = sum(line.lstrip().startswith("✓ ")
+                for cell in read(path).cells if cell.cell_type == "code"
+                for output in cell.get("outputs", []) if output.get("output_type") == "stream"
+                for line in output.get("text", "").splitlines())
+    assert marks <= MAX_CHECK_MARKS, (
+        f"{_name(path)} prints {marks} ✓ lines, more than {MAX_CHECK_MARKS}: keep the claims that "
+        "could have come out otherwise, and turn bookkeeping into a silent assert or a test")
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_header_states_a_run_time_within_the_budget(path):
     stated = stated_run_time(path)

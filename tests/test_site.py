@@ -135,12 +135,35 @@ def page_paths(site_dir: Path) -> list[str]:
                   if "_static" not in p.parts)
 
 
-def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site_dir):
+# axe-core (npm, pinned in package.json; tools/course.py's ensure_node_tools installs it) is
+# read from node_modules and injected into each page: nothing comes from another host.
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_JS = """async (tags) => {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        await MathJax.startup.promise;  // the typeset math is part of the page checked
+    }
+    const result = await axe.run(document, {runOnly: {type: 'tag', values: tags},
+                                            resultTypes: ['violations']});
+    return result.violations.map(v => ({rule: v.id, impact: v.impact,
+        targets: v.nodes.map(n => n.target.join(' '))}));
+}"""
+
+
+def test_every_page_is_offline_clean_rendered_complete_and_accessible(browser, server, site_dir,
+                                                                      capsys):
+    """One visit per page of both editions: nothing from another host, no console error, math
+    rendered, every image loaded, and axe-core's WCAG 2.0/2.1 A and AA rules with no violation
+    (named by page, rule and elements). One visit serves both, since loading a lesson page and
+    typesetting its math is most of the time either check takes."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE.relative_to(ROOT)} is missing: run `npm ci`", pytrace=False)
+    axe = AXE.read_text(encoding="utf-8")
     pages = page_paths(site_dir)
     lessons = [f"{PREFIX[edition]}{site.LESSONS}/{name}.html" for edition in EDITIONS
                for name in site._lesson_names(edition)]
     assert set(lessons) <= set(pages), f"lesson pages missing: {set(lessons) - set(pages)}"
-    problems, math_count = [], 0
+    problems, violations, math_count, start = [], [], 0, time.monotonic()
     for path in pages:
         visit = Visit(browser, f"{server}/{path}")
         try:
@@ -155,10 +178,16 @@ def test_every_page_is_offline_clean_rendered_and_complete(browser, server, site
             ):
                 if found:
                     problems.append(f"{path}: {label}: {found[:5]}")
+            visit.page.add_script_tag(content=axe)
+            violations += [f"{path}: {v['rule']} ({v['impact']}, {len(v['targets'])} elements): "
+                           f"{v['targets'][:3]}" for v in visit.page.evaluate(AXE_JS, AXE_TAGS)]
         finally:
             visit.close()
+    with capsys.disabled():
+        print(f"\n{len(pages)} pages visited, axe-core included: {time.monotonic() - start:.0f} s")
     assert not problems, "\n".join(problems)
     assert math_count > 0, "no math found on any page: is MathJax wired up?"
+    assert not violations, f"{len(violations)} axe-core violations:\n" + "\n".join(violations)
 
 
 def test_every_page_links_to_the_same_page_in_the_other_edition(site_dir):

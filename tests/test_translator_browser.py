@@ -152,6 +152,13 @@ def test_every_control_is_labelled_and_works_from_the_keyboard(chromium, tmp_pat
         page.keyboard.press("Tab")
         page.keyboard.press("Space")  # the third
         assert page.evaluate(SHOWN_JS, ROOT)["query"] == 2
+        page.keyboard.press("ArrowLeft")  # the arrow keys move along the characters written
+        assert page.evaluate(SHOWN_JS, ROOT)["query"] == 1
+        page.keyboard.press("Home")
+        assert page.evaluate(SHOWN_JS, ROOT)["query"] == 0
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")
+        assert page.evaluate(SHOWN_JS, ROOT)["query"] == 2
 
         # a select named by its label (the name ends with the option shown)
         layer = page.get_by_label(re.compile("^" + re.escape(str(UI_TEXT["layer"]))))

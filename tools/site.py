@@ -24,6 +24,11 @@ Two editions: the English site is build/site/, the Chinese one build/site/zh-CN/
 Sphinx build of its own notebooks (``COURSE_EDITION`` tells site/conf.py which); every page
 links to the same page of the other edition (site/_templates/sidebar/language.html).
 
+Accessibility: every page must pass axe-core's WCAG 2 A/AA rules (tests/test_site.py).
+Sphinx, Furo and myst-nb leave three kinds of markup that do not, and ``accessible()``
+rewrites them in every built page: code and output blocks made focusable and named, the
+sidebar caption given its heading level, folded cells' toggles named by their words.
+
 Layout: site/ holds conf.py, templates and static files; build/site-src/<edition>/ is the
 generated Sphinx source (lessons copied and prepared); build/site/ is the result
 (git-ignored).
@@ -100,7 +105,35 @@ def site_words(edition: str) -> dict[str, str]:
         "run_it": edition_text(edition, "site", "run it"),
         "run_time": edition_text(edition, "site", "about {seconds} s"),
         "caption": edition_text(edition, "site", "Lessons"),
+        "code_block": edition_text(edition, "site", "code"),
+        "output_block": edition_text(edition, "site", "output"),
     }
+
+
+# A code or output block (Pygments' <pre> in myst-nb's wrapper) scrolls sideways when its
+# lines are long: a keyboard reaches it only if it takes the focus, and a screen reader
+# announces it as a region with a name (axe-core's scrollable-region-focusable).
+_BLOCK = re.compile(r'(<div class="([^"]*)"><div class="highlight">)<pre>')
+# Furo's sidebar caption is a heading without a level (axe-core's aria-required-attr).
+_CAPTION = '<p class="caption" role="heading">'
+# myst-nb names a folded cell's toggle "Toggle hidden content" although it shows "Show code
+# cell source": the name must contain the visible words (label-content-name-mismatch).
+_TOGGLE = '<summary aria-label="Toggle hidden content">'
+
+
+def accessible(html: str, edition: str = "en") -> str:
+    """A built page with the theme's and myst-nb's markup made to pass axe-core's WCAG 2
+    A/AA rules: every code and output block focusable and named, the sidebar's caption a
+    heading of level 2, folded cells' toggles named by their visible words."""
+    words = site_words(edition)
+
+    def block(match: re.Match) -> str:
+        name = words["output_block" if "output" in match[2].split() else "code_block"]
+        return f'{match[1]}<pre tabindex="0" role="region" aria-label="{name}">'
+
+    html = _BLOCK.sub(block, html)
+    html = html.replace(_CAPTION, '<p class="caption" role="heading" aria-level="2">')
+    return html.replace(_TOGGLE, "<summary>")
 
 
 def prepare_notebook(path: Path, source: Path, edition: str = "en") -> nbformat.NotebookNode:
@@ -252,6 +285,12 @@ def build(jobs: str = "2") -> Path:
              str(CACHE / "doctrees" / edition), str(prepare_source(edition)), str(output)],
             check=True, env={**os.environ, "COURSE_EDITION": edition},
         )
+        for page in output.rglob("*.html"):
+            if any(page.is_relative_to(other) for other in EDITION_OUTPUT.values()
+                   if other != output and other.is_relative_to(output)):
+                continue  # another edition's page, under this one's folder
+            page.write_text(accessible(page.read_text(encoding="utf-8"), edition),
+                            encoding="utf-8")
         if has_web_font(edition):
             write_font(edition, output)
     (OUTPUT / ".nojekyll").touch()

@@ -37,6 +37,7 @@ from course_utils.checks import (
     require_token_id_list,
     require_token_ids,
 )
+from course_utils.language import _
 
 TEXTS = ("shakespeare", "tang_poems")
 
@@ -57,19 +58,21 @@ class CharTokenizer:
     """
 
     def __init__(self, chars: str):
-        require_instance("chars", chars, str, "a str of distinct characters")
+        require_instance("chars", chars, str, _("a str of distinct characters"))
         if not chars or len(set(chars)) != len(chars) or list(chars) != sorted(chars):
-            raise ValueError(f"chars should be distinct characters in sorted order (see "
-                             f"CharTokenizer.from_text), got {chars[:40]!r}")
+            raise ValueError(_(
+                "chars should be distinct characters in sorted order (see "
+                "CharTokenizer.from_text), got {chars!r}"
+            ).format(chars=chars[:40]))
         self.chars = chars
         self._ids = {char: index for index, char in enumerate(chars)}
 
     @classmethod
     def from_text(cls, text: str) -> CharTokenizer:
         """The tokenizer of every character that occurs in ``text``."""
-        require_instance("text", text, str, "a str")
+        require_instance("text", text, str, _("a str"))
         if not text:
-            raise ValueError("text should hold at least one character, got ''")
+            raise ValueError(_("text should hold at least one character, got ''"))
         return cls("".join(sorted(set(text))))
 
     @property
@@ -78,11 +81,12 @@ class CharTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """The id of every character of ``text``."""
-        require_instance("text", text, str, "a str")
+        require_instance("text", text, str, _("a str"))
         unknown = sorted(set(text) - self._ids.keys())
         if unknown:
-            raise ValueError(f"text holds characters the tokenizer does not know: "
-                             f"{''.join(unknown[:20])!r}")
+            raise ValueError(_(
+                "text holds characters the tokenizer does not know: {value!r}"
+            ).format(value=''.join(unknown[:20])))
         return [self._ids[char] for char in text]
 
     def decode(self, ids) -> str:
@@ -109,12 +113,16 @@ def train_validation_split(tokens, validation_fraction: float = 0.1
     tokens = _require_stream(tokens)
     require_positive_number("validation_fraction", validation_fraction)
     if validation_fraction >= 1:
-        raise ValueError(f"validation_fraction should be between 0 and 1, got "
-                         f"{validation_fraction}")
+        raise ValueError(_(
+            "validation_fraction should be between 0 and 1, got {validation_fraction}"
+        ).format(validation_fraction=validation_fraction))
     cut = len(tokens) - round(len(tokens) * validation_fraction)
     if not 0 < cut < len(tokens):
-        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is too short to keep "
-                         f"tokens on both sides of validation_fraction={validation_fraction}")
+        raise ValueError(_(
+            "{name} (num_tokens,) = {tokens_shape} is too short to keep tokens on both sides of "
+            "validation_fraction={validation_fraction}"
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape),
+                 validation_fraction=validation_fraction))
     return tokens[:cut], tokens[cut:]
 
 
@@ -130,12 +138,15 @@ def sample_windows(tokens, batch_size: int, seq_len: int,
     require_positive_int("batch_size", batch_size)
     require_positive_int("seq_len", seq_len)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator (e.g. "
-                        "torch.Generator().manual_seed(0)): batches are drawn with it, never "
-                        "with the global random state")
+        raise TypeError(_(
+            "generator should be a torch.Generator (e.g. torch.Generator().manual_seed(0)): "
+            "batches are drawn with it, never with the global random state"
+        ))
     if len(tokens) < seq_len + 1:
-        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is shorter than one "
-                         f"window of seq_len + 1 = {seq_len + 1} tokens")
+        raise ValueError(_(
+            "{name} (num_tokens,) = {tokens_shape} is shorter than one window of seq_len + 1 = "
+            "{value} tokens"
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape), value=seq_len + 1))
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
     offsets = torch.arange(seq_len + 1)
     return tokens[starts[:, None] + offsets]  # (batch, seq_len + 1)
@@ -146,8 +157,9 @@ def _require_counting_inputs(train, validation, vocab_size) -> tuple[torch.Tenso
     for name, tokens in (("train", train), ("validation", validation)):
         require_token_ids(name, tokens, vocab_size, "(num_tokens,)")
         if len(tokens) < 2:
-            raise ValueError(f"{name} should hold at least 2 tokens, got shape "
-                             f"{tuple(tokens.shape)}")
+            raise ValueError(_(
+                "{name} should hold at least 2 tokens, got shape {tokens_shape}"
+            ).format(name=name, tokens_shape=tuple(tokens.shape)))
     return train.long(), validation.long()
 
 
@@ -213,10 +225,10 @@ def verse_line_share(text: str, lengths: tuple[int, ...] = (5, 7)) -> float:
 
     Used in lesson 12.
     """
-    require_instance("text", text, str, "a str")
-    require_instance("lengths", lengths, tuple, "a tuple of line lengths")
+    require_instance("text", text, str, _("a str"))
+    require_instance("lengths", lengths, tuple, _("a tuple of line lengths"))
     if not lengths:
-        raise ValueError("lengths should name at least one line length, got ()")
+        raise ValueError(_("lengths should name at least one line length, got ()"))
     for length in lengths:
         require_positive_int("lengths", length)
     lines = [line[:-1] for line in _VERSE_LINE.findall(text)]

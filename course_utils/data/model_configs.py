@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from course_utils.checks import require_instance, require_one_of, require_positive_int
+from course_utils.language import _
 
 WINDOW_KINDS = ("sliding", "chunked")
 
@@ -49,32 +50,40 @@ class ModelConfig:
     window_kind: str | None = None
 
     def __post_init__(self):
-        require_instance("name", self.name, str, "a str")
+        require_instance("name", self.name, str, _("a str"))
         for field in ("num_layers", "d_model", "num_heads", "num_kv_heads", "head_dim",
                       "max_context"):
             require_positive_int(field, getattr(self, field))
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads={self.num_heads} is not divisible by num_kv_heads="
-                             f"{self.num_kv_heads}: each key/value head serves a whole group")
+            raise ValueError(_(
+                "num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}: each "
+                "key/value head serves a whole group"
+            ).format(num_heads=self.num_heads, num_kv_heads=self.num_kv_heads))
         if (self.kv_latent_dim is None) != (self.rope_dim is None):
-            raise ValueError("kv_latent_dim and rope_dim go together (latent attention) or are "
-                             f"both None, got {self.kv_latent_dim} and {self.rope_dim}")
+            raise ValueError(_(
+                "kv_latent_dim and rope_dim go together (latent attention) or are both None, got "
+                "{kv_latent_dim} and {rope_dim}"
+            ).format(kv_latent_dim=self.kv_latent_dim, rope_dim=self.rope_dim))
         if self.kv_latent_dim is not None:
             require_positive_int("kv_latent_dim", self.kv_latent_dim)
             require_positive_int("rope_dim", self.rope_dim)
-        require_instance("layer_windows", self.layer_windows, tuple, "a tuple")
+        require_instance("layer_windows", self.layer_windows, tuple, _("a tuple"))
         if len(self.layer_windows) != self.num_layers:
-            raise ValueError(f"layer_windows should hold one entry per layer ({self.num_layers}),"
-                             f" got {len(self.layer_windows)}")
+            raise ValueError(_(
+                "layer_windows should hold one entry per layer ({num_layers}), got "
+                "{n_layer_windows}"
+            ).format(num_layers=self.num_layers, n_layer_windows=len(self.layer_windows)))
         for window in self.layer_windows:
             if window is not None:
-                require_positive_int("a window of layer_windows", window)
+                require_positive_int(_("a window of layer_windows"), window)
         if self.window_kind is not None:
             require_one_of("window_kind", self.window_kind, WINDOW_KINDS)
         if any(w is not None for w in self.layer_windows) and self.window_kind is None:
-            raise ValueError("window_kind should say what the windows of layer_windows are, "
-                             f"one of {WINDOW_KINDS}, got None")
-        require_instance("sources", self.sources, dict, "a dict of field -> source")
+            raise ValueError(_(
+                "window_kind should say what the windows of layer_windows are, one of "
+                "{WINDOW_KINDS}, got None"
+            ).format(WINDOW_KINDS=WINDOW_KINDS))
+        require_instance("sources", self.sources, dict, _("a dict of field -> source"))
 
     @property
     def uses_latent(self) -> bool:
@@ -194,8 +203,8 @@ def cache_numbers_per_token(config: ModelConfig) -> int:
 
     Used in lesson 18.
     """
-    require_instance("config", config, ModelConfig, "a course_utils.data.model_configs"
-                     ".ModelConfig")
+    require_instance("config", config, ModelConfig, _("a course_utils.data.model_configs"
+                     ".ModelConfig"))
     if config.uses_latent:
         return config.num_layers * (config.kv_latent_dim + config.rope_dim)
     return config.num_layers * 2 * config.num_kv_heads * config.head_dim
@@ -221,8 +230,8 @@ def cache_bytes_per_token_at(config: ModelConfig, context: int,
 
     Used in lesson 17.
     """
-    require_instance("config", config, ModelConfig, "a course_utils.data.model_configs"
-                     ".ModelConfig")
+    require_instance("config", config, ModelConfig, _("a course_utils.data.model_configs"
+                     ".ModelConfig"))
     require_positive_int("context", context)
     require_positive_int("bytes_per_number", bytes_per_number)
     kept = sum(context if window is None else min(window, context)

@@ -33,6 +33,7 @@ from course_utils.checks import (
     require_int_in_range,
     require_positive_int,
 )
+from course_utils.language import _
 
 LARGEST = 10**8  # the task's range is 1..LARGEST
 _UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -85,7 +86,7 @@ def _english(n: int) -> tuple[list[str], list[tuple[int, ...]]]:
     names: list[tuple[int, ...]] = []
     groups = [(n // 1000**g) % 1000 for g in range(3)]
     if n >= 1000**3:  # 10**9 and up never occur (LARGEST is 10**8)
-        raise ValueError(f"n should be below 10**9, got {n}")
+        raise ValueError(_("n should be below 10**9, got {n}").format(n=n))
     for group in (2, 1, 0):
         value = groups[group]
         if not value:
@@ -184,9 +185,9 @@ def alignment(n: int) -> list[int | None]:
     Used in lesson 15.
     """
     n = _require_number(n)
-    _, names = _english(n)
+    _words, names = _english(n)
     word_of_digit = {p: i for i, ps in enumerate(names) for p in ps}
-    _, digit_at = _chinese(n)
+    _words, digit_at = _chinese(n)
     return [None if p is None else word_of_digit[p] for p in digit_at]
 
 
@@ -203,7 +204,7 @@ def number_splits(generator: torch.Generator, train: int = 4000, validation: int
     Used in lesson 15.
     """
     require_instance("generator", require_generator("generator", generator), torch.Generator,
-                     "a torch.Generator (e.g. torch.Generator().manual_seed(0))")
+                     _("a torch.Generator (e.g. torch.Generator().manual_seed(0))"))
     sizes = {"train": train, "validation": validation, "test": test, "longer": longer}
     for name, size in sizes.items():
         require_positive_int(name, size)
@@ -215,8 +216,10 @@ def number_splits(generator: torch.Generator, train: int = 4000, validation: int
     while any(len(pools[name]) < sizes[name] for name in order):
         budget -= 1
         if budget < 0:
-            raise ValueError(f"could not draw {sizes} distinct numbers with max_train_tokens="
-                             f"{max_train_tokens}; ask for fewer")
+            raise ValueError(_(
+                "could not draw {sizes} distinct numbers with "
+                "max_train_tokens={max_train_tokens}; ask for fewer"
+            ).format(sizes=sizes, max_train_tokens=max_train_tokens))
         width = int(torch.randint(1, 9, (1,), generator=generator))
         low = 10 ** (width - 1)
         n = low + int(torch.randint(0, 9 * low, (1,), generator=generator))
@@ -251,11 +254,14 @@ def tokens_of_text(text: str) -> list[str]:
     Used in lesson 15.
     """
     if not isinstance(text, str):
-        raise TypeError(f"text should be a str of English number words, got "
-                        f"{type(text).__name__}")
+        raise TypeError(_(
+            "text should be a str of English number words, got {kind}"
+        ).format(kind=type(text).__name__))
     tokens = _TOKEN.findall(text.lower())
     unknown = sorted({t for t in tokens if t not in SOURCE_WORDS})
     if unknown or not tokens:
-        raise ValueError(f"text should be English number words such as 'three thousand and "
-                         f"five', got {text!r} (unknown: {unknown})")
+        raise ValueError(_(
+            "text should be English number words such as 'three thousand and five', got {text!r} "
+            "(unknown: {unknown})"
+        ).format(text=text, unknown=unknown))
     return tokens

@@ -234,23 +234,30 @@ def subject_for(attention, d_model) -> Subject:
     Used in lesson 08.
     """
     if isinstance(attention, type) and issubclass(attention, nn.Module):
-        raise TypeError(f"diagnose() needs an instance, got the class {attention.__name__}; "
-                        f"build one first, e.g. {attention.__name__}(d_model, ...)")
+        raise TypeError(_(
+            "diagnose() needs an instance, got the class {kind}; build one first, e.g. "
+            "{kind}(d_model, ...)"
+        ).format(kind=attention.__name__))
     if isinstance(attention, nn.Module):
         if d_model is None:
             d_model = getattr(attention, "d_model", None)
             if d_model is None:
                 raise ValueError(
-                    "diagnose() could not tell the module's d_model (no .d_model attribute); "
-                    "pass it: diagnose(module, d_model=...)")
+                    _(
+                        "diagnose() could not tell the module's d_model (no .d_model attribute); "
+                        "pass it: diagnose(module, d_model=...)"
+                    ))
         return ModuleSubject(attention, require_positive_int("d_model", d_model))
     if callable(attention):
         if d_model is not None:
-            raise ValueError("d_model is only for modules: an attention function receives q, "
-                             "k and v directly")
+            raise ValueError(_(
+                "d_model is only for modules: an attention function receives q, k and v directly"
+            ))
         return FunctionSubject(attention)
-    raise TypeError("diagnose() expects an attention function f(q, k, v, mask=None) or an "
-                    f"nn.Module with forward(x, mask=None), got {type(attention).__name__}")
+    raise TypeError(_(
+        "diagnose() expects an attention function f(q, k, v, mask=None) or an nn.Module with "
+        "forward(x, mask=None), got {kind}"
+    ).format(kind=type(attention).__name__))
 
 
 def name_of(attention) -> str:

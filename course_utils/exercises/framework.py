@@ -211,8 +211,8 @@ def far_from_zero(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch
 
     Used in every lesson.
     """
-    require_instance("q", q, torch.Tensor, "a torch.Tensor")
-    require_instance("k", k, torch.Tensor, "a torch.Tensor")
+    require_instance("q", q, torch.Tensor, _("a torch.Tensor"))
+    require_instance("k", k, torch.Tensor, _("a torch.Tensor"))
     n_q, d_k = q.shape[-2], q.shape[-1]
     pattern = torch.tensor([2500.0, -3000.0, 1200.0, -900.0, 4000.0], dtype=torch.float64)
     offsets = pattern.repeat(n_q // len(pattern) + 1)[:n_q] * d_k ** 0.5  # (n_q,)
@@ -245,7 +245,7 @@ def reject_half_precision(value, expected: torch.Tensor, what: str) -> None:
 
     Used in every lesson.
     """
-    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    require_instance("expected", expected, torch.Tensor, _("a torch.Tensor"))
     if _only_half_precision_rounding(value, expected) and not is_close(value, expected):
         raise Incorrect(_(
             "{what} is {dtype}, which keeps only about 3 significant digits: right to that "
@@ -261,7 +261,7 @@ def reject_low_precision(value, expected: torch.Tensor, what: str) -> None:
 
     Used in every lesson.
     """
-    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    require_instance("expected", expected, torch.Tensor, _("a torch.Tensor"))
     if not (isinstance(value, torch.Tensor) and value.is_floating_point()
             and tuple(value.shape) == tuple(expected.shape)) or is_close(value, expected):
         return
@@ -284,7 +284,7 @@ def is_close(value, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e
 
     Used in every lesson.
     """
-    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    require_instance("expected", expected, torch.Tensor, _("a torch.Tensor"))
     return (isinstance(value, torch.Tensor) and value.is_floating_point()
             and tuple(value.shape) == tuple(expected.shape)
             and bool(torch.isfinite(value).all())
@@ -301,7 +301,7 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
 
     Used in every lesson.
     """
-    require_instance("expected", expected, torch.Tensor, "a torch.Tensor")
+    require_instance("expected", expected, torch.Tensor, _("a torch.Tensor"))
     expect_shape(value, expected.shape, what)
     if expected.is_floating_point() and not value.is_floating_point():
         raise Incorrect(_(
@@ -378,7 +378,7 @@ class Exercise:
     _hints_given: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self):
-        require_instance("title", self.title, (str, Message), "a str or N_(...)")
+        require_instance("title", self.title, (str, Message), _("a str or N_(...)"))
         require_callable("checker", self.checker)
         require_callable("reference", self.reference)
         if self.checker.__module__.startswith(f"{_PACKAGE}."):

@@ -63,7 +63,7 @@ def with_query_of_it(strengths: Mapping[str, float]) -> AttentionExample:
 
     Used in lesson 09.
     """
-    require_instance("strengths", strengths, Mapping, "a dict feature -> strength")
+    require_instance("strengths", strengths, Mapping, _("a dict feature -> strength"))
     table = [(word, is_, dict(strengths) if position == IT else wants)
              for position, (word, is_, wants) in
              enumerate(in_course_language(ROUND_SENTENCE, "round_sentence"))]

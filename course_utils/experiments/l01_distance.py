@@ -29,6 +29,7 @@ from course_utils.checks import (
     require_int_in_range,
     require_positive_int,
 )
+from course_utils.language import _
 from course_utils.nn.training import fit
 
 
@@ -85,16 +86,17 @@ class DistanceTask:
         require_positive_int("min_distance", min_distance)
         if distance is None:
             if min_distance >= seq_len:
-                raise ValueError(f"min_distance should be below seq_len={seq_len}, "
-                                 f"got {min_distance}")
+                raise ValueError(_("min_distance should be below seq_len={seq_len}, "
+                                   "got {min_distance}").format(seq_len=seq_len,
+                                                                min_distance=min_distance))
             distances = torch.randint(min_distance, seq_len, (batch_size,), generator=generator)
         elif isinstance(distance, int) and 1 <= distance < seq_len:
             distances = torch.full((batch_size,), distance)
         else:
-            raise ValueError(
-                f"distance should be None or an int in 1..{seq_len - 1} "
-                f"(seq_len={seq_len}), got {distance!r}"
-            )
+            raise ValueError(_(
+                "distance should be None or an int in 1..{last} "
+                "(seq_len={seq_len}), got {distance}"
+            ).format(last=seq_len - 1, seq_len=seq_len, distance=repr(distance)))
         tokens = torch.randint(
             0, self.num_symbols, (batch_size, seq_len), generator=generator
         )  # (batch, seq_len)
@@ -145,8 +147,9 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
     _require_task(task)
     require_positive_int("min_distance", min_distance)
     if min_distance >= task.max_len:
-        raise ValueError(f"min_distance should be below max_len={task.max_len}, "
-                         f"got {min_distance}")
+        raise ValueError(_("min_distance should be below max_len={max_len}, "
+                           "got {min_distance}").format(max_len=task.max_len,
+                                                        min_distance=min_distance))
     if distance is not None:
         require_int_in_range("distance", distance, 1, task.max_len - 1)
     after_steps = dict(after_steps or {})
@@ -160,7 +163,7 @@ def train_reader(model: nn.Module, task: DistanceTask, steps: int, batch_size: i
         # exp(log(n)) may round to just below n: never shorter than the distance needs
         seq_len = max(shortest, int(math.exp(torch.empty(()).uniform_(*log_lengths,
                                                                        generator=generator))))
-        tokens, targets, _ = task.batch(batch_size, seq_len=min(seq_len, task.max_len),
+        tokens, targets, _distances = task.batch(batch_size, seq_len=min(seq_len, task.max_len),
                                         distance=distance, min_distance=min_distance,
                                         generator=generator)
         return nn.functional.cross_entropy(model(tokens), targets)
@@ -186,8 +189,9 @@ def accuracy_by_distance(model: nn.Module, task: DistanceTask, distances: Sequen
     model.eval()
     batches = [task.batch(samples, distance=int(distance), generator=generator)
                for distance in distances]
-    tokens = torch.cat([tokens for tokens, _, _ in batches])  # (len(distances) * samples, max_len)
-    targets = torch.cat([targets for _, targets, _ in batches])
+    # tokens: (len(distances) * samples, max_len)
+    tokens = torch.cat([tokens for tokens, *_rest in batches])
+    targets = torch.cat([targets for _tokens, targets, *_rest in batches])
     right = model(tokens).argmax(dim=-1) == targets  # one forward pass for every distance
     return right.view(len(batches), samples).float().mean(dim=1)
 

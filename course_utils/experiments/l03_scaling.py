@@ -210,7 +210,7 @@ def gradient_concentration(d_k: int, rule: str, top: float = 0.1, n_rows: int = 
     Used in lesson 03.
     """
     if not (isinstance(top, float) and 0 < top < 1):
-        raise ValueError(f"top should be a fraction between 0 and 1, got {top!r}")
+        raise ValueError(_("top should be a fraction between 0 and 1, got {top!r}").format(top=top))
     q, k, upstream = random_rows(d_k, n_rows, n_keys, seed)
     q.requires_grad_(True)
     scores = (q @ k.transpose(-2, -1)) * scale_factor(d_k, rule)  # (n_rows, 1, n_keys)
@@ -251,8 +251,10 @@ class KeyValueLookupTask:
             require_positive_int(name, size)
         require_seed("seed", seed)
         if n_pairs > n_keys:
-            raise ValueError(f"n_pairs ({n_pairs}) cannot exceed n_keys ({n_keys}): "
-                             "keys within a sequence are distinct")
+            raise ValueError(_(
+                "n_pairs ({n_pairs}) cannot exceed n_keys ({n_keys}): keys within a sequence are "
+                "distinct"
+            ).format(n_pairs=n_pairs, n_keys=n_keys))
         self.d_model, self.n_keys, self.n_values, self.n_pairs = d_model, n_keys, n_values, n_pairs
         self.generator = torch.Generator().manual_seed(seed)
         self.key_embedding = torch.randn(n_keys, d_model, generator=self.generator)
@@ -347,7 +349,7 @@ def loss_ratios(curves: dict) -> dict[int, list[float]]:
 
     Used in lesson 03.
     """
-    require_instance("curves", curves, dict, "the dict training_comparison returns")
+    require_instance("curves", curves, dict, _("the dict training_comparison returns"))
     ratios: dict[int, list[float]] = {}
     for (d_k, seed, scaled), losses in sorted(curves.items()):
         if scaled:
@@ -367,7 +369,7 @@ def plot_variance(table: list[dict]):
 
     Used in lesson 03.
     """
-    require_instance("table", table, list, "the list variance_table returns")
+    require_instance("table", table, list, _("the list variance_table returns"))
     d_ks = [row["d_k"] for row in table]
     fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
     ax.loglog(d_ks, d_ks, color="#c0392b", linewidth=1,
@@ -390,7 +392,7 @@ def plot_against_d_k(table: list[dict], columns: Sequence[str], rules: Sequence[
 
     Used in lesson 03.
     """
-    require_instance("table", table, list, "a list of rows (saturation_table, gradient_table)")
+    require_instance("table", table, list, _("a list of rows (saturation_table, gradient_table)"))
     log_y = [False] * len(columns) if log_y is None else log_y
     fig, axes = plt.subplots(1, len(columns), figsize=(5 * len(columns), 3.6),
                              layout="constrained", squeeze=False)
@@ -414,7 +416,7 @@ def plot_loss_curves(curves: dict, d_ks: Sequence[int], seed: int = 0, window: i
 
     Used in lesson 03.
     """
-    require_instance("curves", curves, dict, "the dict training_comparison returns")
+    require_instance("curves", curves, dict, _("the dict training_comparison returns"))
     fig, axes = plt.subplots(1, len(d_ks), figsize=(5 * len(d_ks), 3.4), sharey=True,
                              layout="constrained", squeeze=False)
     kernel = torch.ones(1, 1, window) / window

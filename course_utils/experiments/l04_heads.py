@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import require_instance, require_int_in_range, require_positive_int
+from course_utils.language import _
 from course_utils.nn.attention import MultiHeadAttention
 from course_utils.nn.training import fit
 from course_utils.progress import MODELS, counted
@@ -54,7 +55,9 @@ def make_two_relation_batch(
     Used in lesson 04.
     """
     if not isinstance(seq_len, int) or seq_len < 4 or seq_len % 2 or seq_len > 52:
-        raise ValueError(f"seq_len should be an even int from 4 to 52, got {seq_len!r}")
+        raise ValueError(_(
+            "seq_len should be an even int from 4 to 52, got {seq_len!r}"
+        ).format(seq_len=seq_len))
     require_positive_int("batch_size", batch_size)
     require_int_in_range("num_digits", num_digits, 2)
     # Each row is a random shuffle of the letters 0, 0, 1, 1, ..., seq_len/2 - 1 twice over.
@@ -98,8 +101,11 @@ class TwoRelationModel(nn.Module):
         seq_len = letters.shape[-1]
         if letters.shape != digits.shape or seq_len != self.not_self.shape[0]:
             raise ValueError(
-                f"letters and digits should both be (batch, seq_len) with seq_len="
-                f"{self.not_self.shape[0]}, got {tuple(letters.shape)} and {tuple(digits.shape)}"
+                _(
+                    "letters and digits should both be (batch, seq_len) with "
+                    "seq_len={not_self_shape}, got {letters_shape} and {digits_shape}"
+                ).format(not_self_shape=self.not_self.shape[0], letters_shape=tuple(letters.shape),
+                         digits_shape=tuple(digits.shape))
             )
         x = (
             self.letter_embedding(letters) + self.digit_embedding(digits)
@@ -111,9 +117,9 @@ class TwoRelationModel(nn.Module):
 
 
 def _require_model_and_batch(model, batch) -> None:
-    require_instance("model", model, nn.Module, "a TwoRelationModel (an nn.Module)")
+    require_instance("model", model, nn.Module, _("a TwoRelationModel (an nn.Module)"))
     require_instance("batch", batch, TwoRelationBatch,
-                     "a TwoRelationBatch (make_two_relation_batch or two_relation_test_set)")
+                     _("a TwoRelationBatch (make_two_relation_batch or two_relation_test_set)"))
 
 
 def two_relation_accuracy(model: TwoRelationModel, batch: TwoRelationBatch) -> dict[str, float]:
@@ -125,7 +131,7 @@ def two_relation_accuracy(model: TwoRelationModel, batch: TwoRelationBatch) -> d
     """
     _require_model_and_batch(model, batch)
     with torch.no_grad():
-        previous_logits, partner_logits, _ = model(batch.letters, batch.digits)
+        previous_logits, partner_logits, _weights = model(batch.letters, batch.digits)
     previous_ok = (previous_logits.argmax(-1) == batch.previous_digit)[:, 1:]
     partner_ok = (partner_logits.argmax(-1) == batch.partner_digit)[:, 1:]
     return {
@@ -143,7 +149,7 @@ def _weights_on_relations(model: TwoRelationModel, batch: TwoRelationBatch):
     """
     _require_model_and_batch(model, batch)
     with torch.no_grad():
-        _, _, weights = model(batch.letters, batch.digits)  # (batch, heads, n_q, n_k)
+        *_logits, weights = model(batch.letters, batch.digits)  # (batch, heads, n_q, n_k)
     seq_len = weights.shape[-1]
     previous = torch.eye(seq_len, dtype=torch.bool).roll(-1, dims=1)  # key = query - 1
     previous[0] = False  # position 0 has no previous token (roll wrapped it around)
@@ -193,7 +199,7 @@ def previous_accuracy_by_position(model: TwoRelationModel, batch: TwoRelationBat
     """
     _require_model_and_batch(model, batch)
     with torch.no_grad():
-        previous_logits, _, _ = model(batch.letters, batch.digits)
+        previous_logits, _partner, _weights = model(batch.letters, batch.digits)
     right = (previous_logits.argmax(-1) == batch.previous_digit).float().mean(dim=0)
     right[0] = float("nan")
     return right
@@ -231,7 +237,7 @@ def train_two_relation_model(
 
     def loss_at_step(step):
         batch = make_two_relation_batch(batch_size, seq_len, generator=data)
-        previous_logits, partner_logits, _ = model(batch.letters, batch.digits)
+        previous_logits, partner_logits, _weights = model(batch.letters, batch.digits)
         loss = loss_fn(previous_logits.flatten(0, 1), batch.previous_digit.flatten())
         return loss + loss_fn(partner_logits.flatten(0, 1), batch.partner_digit.flatten())
 

@@ -40,6 +40,7 @@ from course_utils.checks import (
     require_kv_heads,
     require_positive_int,
 )
+from course_utils.language import _
 from course_utils.notebook import one_thread
 
 PARTS = ("qkv_projections", "scores", "softmax", "weighted_sum", "output_projection")
@@ -143,7 +144,7 @@ def saved_for_backward(fn: Callable, *args, **kwargs) -> list[tuple[tuple[int, .
     Returns ``(shape, bytes)`` for each distinct storage saved (a tensor saved by two ops,
     like the weights by softmax and by ``weights @ v``, is listed once).
 
-    Used in lessons 06, 08 and 16.
+    Used in lessons 06 and 16.
     """
     require_callable("fn", fn)
     saved = {}
@@ -177,18 +178,19 @@ def fitted_exponent(sizes, values) -> float:
     """
     sizes, values = list(sizes), list(values)
     if any(not x > 0 for x in sizes + values):
-        raise ValueError(f"sizes and values should all be positive, got {sizes} and {values}")
+        raise ValueError(_("sizes and values should all be positive, got {sizes} and {values}")
+                         .format(sizes=sizes, values=values))
     xs = [math.log(s) for s in sizes]
     ys = [math.log(v) for v in values]
     if len(xs) < 2 or len(xs) != len(ys):
-        raise ValueError(
-            f"need at least two (size, value) pairs of equal length, got {len(xs)} sizes "
-            f"and {len(ys)} values"
-        )
+        raise ValueError(_(
+            "need at least two (size, value) pairs of equal length, got {n_sizes} sizes "
+            "and {n_values} values"
+        ).format(n_sizes=len(xs), n_values=len(ys)))
     x_mean, y_mean = statistics.fmean(xs), statistics.fmean(ys)
     spread = sum((x - x_mean) ** 2 for x in xs)
     if spread == 0:
-        raise ValueError(f"the sizes should differ, got {list(sizes)}")
+        raise ValueError(_("the sizes should differ, got {sizes}").format(sizes=list(sizes)))
     return sum((x - x_mean) * (y - y_mean) for x, y in zip(xs, ys, strict=True)) / spread
 
 
@@ -206,9 +208,10 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
     """
     require_positive_int("repeats", repeats)
     if not isinstance(calls, dict) or not calls:
-        raise TypeError(f"calls should be a non-empty dict of name -> function, got {calls!r}")
+        raise TypeError(_("calls should be a non-empty dict of name -> function, got {calls}")
+                        .format(calls=repr(calls)))
     for call in calls.values():
-        require_callable("every value of calls", call)
+        require_callable(_("every value of calls"), call)
     # time.thread_time() sees only this thread, so torch must not hand work to others.
     with one_thread():
         loops = {}
@@ -218,10 +221,10 @@ def cpu_seconds_per_call(calls: dict, repeats: int = 7, min_seconds: float = 0.0
             spent = max(time.thread_time() - start, 1e-6)
             loops[name] = max(1, math.ceil(min_seconds / spent))
         samples = {name: [] for name in calls}
-        for _ in range(repeats):
+        for _repeat in range(repeats):
             for name, call in calls.items():
                 start = time.thread_time()
-                for _ in range(loops[name]):
+                for _loop in range(loops[name]):
                     call()
                 samples[name].append((time.thread_time() - start) / loops[name])
     return {name: statistics.median(times) for name, times in samples.items()}
@@ -263,7 +266,7 @@ def peak_memory(fn: Callable, *args, **kwargs) -> int:
     )
     del result
     held = peak = 0
-    for _, nbytes in events:
+    for _kind, nbytes in events:
         held += nbytes
         peak = max(peak, held)
     return peak

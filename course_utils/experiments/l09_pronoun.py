@@ -42,7 +42,7 @@ from course_utils.checks import (
     require_positive_number,
     require_token_ids,
 )
-from course_utils.language import example_words
+from course_utils.language import _, example_words
 from course_utils.nn.attention import scaled_dot_product_attention
 from course_utils.nn.masks import causal_mask
 from course_utils.nn.training import fit
@@ -75,7 +75,7 @@ def held_out_pairs(generator: torch.Generator) -> torch.Tensor:
 
     Used in lesson 09.
     """
-    require_instance("generator", generator, torch.Generator, "a torch.Generator")
+    require_instance("generator", generator, torch.Generator, _("a torch.Generator"))
     others = torch.randperm(len(ANIMALS) * len(THINGS) - 1, generator=generator) + 1
     held = torch.zeros(len(ANIMALS) * len(THINGS), dtype=torch.bool)
     held[0] = True  # kitten (animal 0) with ball (thing 0)
@@ -92,7 +92,7 @@ def draw_sentences(n: int, pairs: torch.Tensor,
     """
     require_positive_int("n", n)
     pairs = _require_pairs(pairs)
-    require_instance("generator", generator, torch.Generator, "a torch.Generator")
+    require_instance("generator", generator, torch.Generator, _("a torch.Generator"))
     allowed = pairs.flatten().nonzero().squeeze(1)  # (n_pairs,)
     pick = allowed[torch.randint(len(allowed), (n,), generator=generator)]
     animal, thing = pick // len(THINGS), pick % len(THINGS)
@@ -108,8 +108,10 @@ def _require_pairs(pairs) -> torch.Tensor:
             len(ANIMALS), len(THINGS)) or not pairs.any():
         got = (f"dtype {pairs.dtype}, shape {tuple(pairs.shape)}" if isinstance(
             pairs, torch.Tensor) else type(pairs).__name__)
-        raise ValueError("pairs should be a bool tensor (animals=12, things=12) with at "
-                         f"least one True, got {got}")
+        raise ValueError(_(
+            "pairs should be a bool tensor (animals=12, things=12) with at least one True, got "
+            "{got}"
+        ).format(got=got))
     return pairs
 
 
@@ -132,7 +134,7 @@ def sentence(words: str) -> tuple[torch.Tensor, torch.Tensor]:
 
     Used in lesson 09.
     """
-    require_instance("words", words, str, "a sentence of nine English words (a str)")
+    require_instance("words", words, str, _("a sentence of nine English words (a str)"))
     parts = words.split()
     shape = ("the", ANIMALS + THINGS, VERBS, "the", ANIMALS + THINGS, "because", "it", "was",
              ANIMAL_ADJECTIVES + THING_ADJECTIVES)
@@ -140,8 +142,10 @@ def sentence(words: str) -> tuple[torch.Tensor, torch.Tensor]:
             part not in (allowed if isinstance(allowed, tuple) else (allowed,))
             for part, allowed in zip(parts, shape, strict=True)) or (
             (parts[1] in ANIMALS) == (parts[4] in ANIMALS)):
-        raise ValueError("words should be 'the <animal or thing> <verb> the <the other kind> "
-                         f"because it was <adjective>' from this lesson's words, got {words!r}")
+        raise ValueError(_(
+            "words should be 'the <animal or thing> <verb> the <the other kind> because it was "
+            "<adjective>' from this lesson's words, got {words!r}"
+        ).format(words=words))
     tokens = torch.tensor([[VOCAB.index(part) for part in parts]])
     means_animal = parts[-1] in ANIMAL_ADJECTIVES
     referent = FIRST_NOUN if (parts[1] in ANIMALS) == means_animal else SECOND_NOUN
@@ -166,8 +170,10 @@ def swap_adjective(tokens: torch.Tensor) -> torch.Tensor:
 def _require_sentences(tokens) -> torch.Tensor:
     require_token_ids("tokens", tokens, len(VOCAB), "(batch, seq_len)")
     if tokens.shape[1] != SEQ_LEN or not (tokens[:, ADJECTIVE] >= _ANIMAL_ADJ0).all():
-        raise ValueError(f"tokens should be this lesson's sentences (batch, seq_len={SEQ_LEN}) "
-                         f"ending in an adjective, got shape {tuple(tokens.shape)}")
+        raise ValueError(_(
+            "{name} should be this lesson's sentences (batch, seq_len={SEQ_LEN}) ending in an "
+            "adjective, got shape {tokens_shape}"
+        ).format(name="tokens", SEQ_LEN=SEQ_LEN, tokens_shape=tuple(tokens.shape)))
     return tokens
 
 
@@ -183,8 +189,9 @@ def words(tokens: torch.Tensor) -> tuple[str, ...]:
     """
     require_token_ids("tokens", tokens, len(VOCAB), "(seq_len,)")
     if len(tokens) != SEQ_LEN:
-        raise ValueError(f"tokens should be one sentence (seq_len={SEQ_LEN},), got shape "
-                         f"{tuple(tokens.shape)}")
+        raise ValueError(_(
+            "{name} should be one sentence (seq_len={SEQ_LEN},), got shape {tokens_shape}"
+        ).format(name="tokens", SEQ_LEN=SEQ_LEN, tokens_shape=tuple(tokens.shape)))
     names = (example_words("l09_frame", FRAME) + example_words("l09_animals", ANIMALS)
              + example_words("l09_things", THINGS) + example_words("l09_verbs", VERBS)
              + example_words("l09_animal_adjectives", ANIMAL_ADJECTIVES)
@@ -226,8 +233,9 @@ class PronounModel(nn.Module):
         tokens = _require_sentences(tokens)
         if not isinstance(cut_layer0, tuple | list) or not all(
                 isinstance(p, int) and 0 <= p < SEQ_LEN for p in cut_layer0):
-            raise ValueError(f"cut_layer0 should be a tuple of positions in 0..{SEQ_LEN - 1}, "
-                             f"got {cut_layer0!r}")
+            raise ValueError(_(
+                "cut_layer0 should be a tuple of positions in 0..{value}, got {cut_layer0!r}"
+            ).format(value=SEQ_LEN - 1, cut_layer0=cut_layer0))
         words_ = self.embedding(tokens)  # (batch, 9, d_model)
         x = words_ + self.position.weight  # (batch, 9, d_model)
         a = self.layer0
@@ -258,7 +266,7 @@ def train_pronoun_model(pairs: torch.Tensor, generator: torch.Generator, steps: 
     Used in lesson 09.
     """
     pairs = _require_pairs(pairs)
-    require_instance("generator", generator, torch.Generator, "a torch.Generator")
+    require_instance("generator", generator, torch.Generator, _("a torch.Generator"))
     require_positive_int("steps", steps)
     require_positive_int("batch_size", batch_size)
     require_positive_int("max_starts", max_starts)
@@ -287,7 +295,7 @@ def it_rows(model: PronounModel, tokens: torch.Tensor, layer: int = 1) -> torch.
 
     Used in lesson 09.
     """
-    require_instance("model", model, PronounModel, "a PronounModel")
+    require_instance("model", model, PronounModel, _("a PronounModel"))
     require_int_in_range("layer", layer, 0, 1)
     return model(tokens)[1][:, layer, 0, IT]
 
@@ -300,7 +308,7 @@ def referent_accuracy(model: PronounModel, tokens: torch.Tensor, referent: torch
 
     Used in lesson 09.
     """
-    require_instance("model", model, PronounModel, "a PronounModel")
+    require_instance("model", model, PronounModel, _("a PronounModel"))
     _require_referent(referent, len(tokens))
     logits, _weights = model(tokens, cut_layer0=tuple(cut_layer0))
     answer = tokens.gather(1, referent[:, None]).squeeze(1)
@@ -312,8 +320,10 @@ def _require_referent(referent, batch: int) -> None:
             ((referent == FIRST_NOUN) | (referent == SECOND_NOUN)).all()):
         got = (f"shape {tuple(referent.shape)}" if isinstance(referent, torch.Tensor)
                else type(referent).__name__)
-        raise ValueError(f"referent should be (batch={batch},) positions {FIRST_NOUN} or "
-                         f"{SECOND_NOUN}, got {got}")
+        raise ValueError(_(
+            "referent should be (batch={batch},) positions {FIRST_NOUN} or {SECOND_NOUN}, got "
+            "{got}"
+        ).format(batch=batch, FIRST_NOUN=FIRST_NOUN, SECOND_NOUN=SECOND_NOUN, got=got))
 
 
 def attention_maps(model: PronounModel, tokens: torch.Tensor) -> torch.Tensor:
@@ -321,6 +331,6 @@ def attention_maps(model: PronounModel, tokens: torch.Tensor) -> torch.Tensor:
 
     Used in lesson 09.
     """
-    require_instance("model", model, PronounModel, "a PronounModel")
+    require_instance("model", model, PronounModel, _("a PronounModel"))
     with torch.no_grad():
         return model(tokens[None] if tokens.dim() == 1 else tokens)[1][0]

@@ -11,7 +11,9 @@ first block can be predicted, everything in the next one can, by copying. On it:
 
 - :func:`induction_scores`: how much each head attends from ``t`` to ``t - period + 1``;
 - :func:`previous_token_scores`: how much each head attends from ``t`` to ``t - 1``;
-- :func:`repeat_losses`: the model's loss on each repeat (copying makes the later ones low);
+- :func:`head_scores`: both scores of every head, from one run of the model on the probe;
+- :func:`repeat_losses`: the model's loss on each repeat (copying makes the later ones low),
+  from the model or (:func:`losses_per_repeat`) from logits computed another way;
 - ablating heads (:func:`course_utils.nn.ablation.ablated`) shows what they did.
 
 Weights are the model's ``(batch, num_layers, num_heads, n_q, n_k)`` (``GPT(...,
@@ -117,16 +119,24 @@ def previous_token_scores(weights) -> torch.Tensor:
     return _score_at_offset(weights, back=1, first_query=1)
 
 
-def repeat_losses(model, tokens, period: int) -> torch.Tensor:
-    """The model's mean next-token loss (cross-entropy, nats) on each repeat of ``tokens``.
+def head_scores(model, tokens, period: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every head's previous-token and induction scores on ``tokens``, from one run of
+    ``model(tokens, return_weights=True)`` without gradients, in the model's current mode.
 
-    tokens ``(batch, period * repeats)``, e.g. from :func:`repeated_tokens` -> losses
-    ``(repeats,)``: entry ``r`` is the loss of predicting the tokens at positions ``r *
-    period .. (r + 1) * period - 1`` (the first repeat has no prediction for position 0).
-    Run without gradients, in the model's current mode.
+    tokens ``(batch, period * repeats)`` (e.g. from :func:`repeated_tokens`) -> ``(previous,
+    induction)``, each ``(num_layers, num_heads)``: :func:`previous_token_scores` and
+    :func:`induction_scores` of the weights. Cheap enough to call every few steps of training.
 
     Used in lesson 13.
     """
+    tokens = _require_repeats(model, tokens, period)
+    with torch.no_grad():
+        _, weights = model(tokens, return_weights=True)  # (batch, layers, heads, n_q, n_k)
+    return previous_token_scores(weights), induction_scores(weights, period)
+
+
+def _require_repeats(model, tokens, period: int) -> torch.Tensor:
+    """``tokens`` checked against ``model``'s vocabulary and cut into whole repeats."""
     attention_layers(model)
     vocab_size = getattr(model, "vocab_size", None)
     require_positive_int("model.vocab_size", vocab_size)
@@ -136,10 +146,55 @@ def repeat_losses(model, tokens, period: int) -> torch.Tensor:
     if seq_len % period or seq_len < 2 * period:
         raise ValueError(f"tokens (batch, period * repeats) = {tuple(tokens.shape)} should "
                          f"hold at least 2 whole repeats of period={period}")
+    return tokens
+
+
+def repeat_losses(model, tokens, period: int) -> torch.Tensor:
+    """The model's mean next-token loss (cross-entropy, nats) on each repeat of ``tokens``.
+
+    tokens ``(batch, period * repeats)``, e.g. from :func:`repeated_tokens` -> losses
+    ``(repeats,)``, as :func:`losses_per_repeat` counts them: the first token of the first
+    repeat is left out, since nothing can predict it. Run without gradients, in the model's
+    current mode.
+
+    Used in lesson 13.
+    """
+    tokens = _require_repeats(model, tokens, period)
     with torch.no_grad():
         logits = model(tokens[:, :-1])  # (batch, seq_len - 1, vocab_size)
-        losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
-    # Prediction i is the target at position i + 1; position 0 has none: pad it to cut evenly.
+    return losses_per_repeat(logits, tokens, period)
+
+
+def losses_per_repeat(logits, tokens, period: int) -> torch.Tensor:
+    """The mean next-token loss (cross-entropy, nats) on each repeat, from ``logits``.
+
+    logits ``(batch, seq_len - 1, vocab_size)``: position ``t`` predicts ``tokens[:, t + 1]``
+    (a model run on ``tokens[:, :-1]``); tokens ``(batch, seq_len)`` with ``seq_len = period
+    * repeats`` -> losses ``(repeats,)``. Entry ``r`` is the loss on the targets at positions
+    ``r * period .. (r + 1) * period - 1``, except two that no model can predict: position 0
+    (nothing before it) and position ``period``, the first token of the first repeat: it
+    follows the last token of the block, which never had a successor before, so nothing says
+    the block starts again. Every other target of a repeat can be copied: its previous token
+    was followed by it one period earlier.
+
+    Used in lesson 13.
+    """
+    require_positive_int("period", period)
+    logits = require_values("logits", require_tensor("logits", logits,
+                                                     "(batch, seq_len - 1, vocab_size)"))
+    tokens = require_token_ids("tokens", tokens, logits.shape[-1])
+    seq_len = tokens.shape[1]
+    if seq_len % period or seq_len < 2 * period:
+        raise ValueError(f"tokens (batch, period * repeats) = {tuple(tokens.shape)} should "
+                         f"hold at least 2 whole repeats of period={period}")
+    if logits.dim() != 3 or logits.shape[:2] != (tokens.shape[0], seq_len - 1):
+        raise ValueError(f"logits should have shape (batch, seq_len - 1, vocab_size) = "
+                         f"({tokens.shape[0]}, {seq_len - 1}, vocab_size) for tokens of shape "
+                         f"{tuple(tokens.shape)} (position t predicts token t + 1), got "
+                         f"{tuple(logits.shape)}")
+    losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+    # Prediction i is the target at position i + 1; positions 0 and `period` count as NaN.
     losses = torch.cat([losses.new_full((tokens.shape[0], 1), float("nan")), losses], dim=1)
+    losses[:, period] = float("nan")
     per_repeat = losses.view(tokens.shape[0], seq_len // period, period)
     return per_repeat.nanmean(dim=(0, 2))  # (repeats,)

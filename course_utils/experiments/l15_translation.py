@@ -12,6 +12,7 @@ import torch
 
 from course_utils.checks import require_instance, require_one_of, require_positive_int
 from course_utils.data.number_words import alignment, chinese_numerals, english_tokens
+from course_utils.language import _
 from course_utils.models.translator import (
     BOS,
     EOS,
@@ -27,10 +28,11 @@ TRAINING = {"steps": 600, "batch_size": 48, "lr": 5e-3}
 
 
 def _require_inputs(model, numbers) -> list[int]:
-    require_instance("model", model, Translator, "a course_utils.models.translator.Translator")
+    require_instance("model", model, Translator, _("a course_utils.models.translator.Translator"))
     if isinstance(numbers, (int, str)) or not hasattr(numbers, "__len__") or not len(numbers):
-        raise TypeError(f"numbers should be a non-empty list of ints, got "
-                        f"{type(numbers).__name__}")
+        raise TypeError(_(
+            "numbers should be a non-empty list of ints, got {kind}"
+        ).format(kind=type(numbers).__name__))
     return list(numbers)
 
 
@@ -42,7 +44,7 @@ def greedy_translations(model: Translator, numbers, cross_reads=None) -> list[st
     """
     numbers = _require_inputs(model, numbers)
     src, mask = source_batch(numbers)
-    out, _ = model.translate(src, mask, cross_reads=cross_reads)
+    out, _weights = model.translate(src, mask, cross_reads=cross_reads)
     return [characters(row[1:]) for row in out]
 
 
@@ -67,7 +69,7 @@ def teacher_forced_exact_match(model: Translator, numbers) -> float:
     numbers = _require_inputs(model, numbers)
     src, mask = source_batch(numbers)
     tgt_in, labels = target_batch(numbers)
-    logits, _ = model(src, tgt_in, mask)
+    logits, _weights = model(src, tgt_in, mask)
     right = (logits.argmax(-1) == labels) | (labels == PAD)  # (batch, n_tgt)
     return right.all(dim=1).sum().item() / len(numbers)
 
@@ -80,10 +82,10 @@ def cross_weights_of(model: Translator, number: int) -> torch.Tensor:
 
     Used in lesson 15.
     """
-    require_instance("model", model, Translator, "a course_utils.models.translator.Translator")
+    require_instance("model", model, Translator, _("a course_utils.models.translator.Translator"))
     src, mask = source_batch([number])
-    tgt_in, _ = target_batch([number])
-    _, weights = model(src, tgt_in, mask)  # (1, layers, heads, n_chars + 1, n_src)
+    tgt_in, _tgt_out = target_batch([number])
+    _logits, weights = model(src, tgt_in, mask)  # (1, layers, heads, n_chars + 1, n_src)
     return weights[0, :, :, :-1]
 
 
@@ -98,8 +100,8 @@ def alignment_agreement(model: Translator, numbers) -> tuple[torch.Tensor, float
     """
     numbers = _require_inputs(model, numbers)
     src, mask = source_batch(numbers)
-    tgt_in, _ = target_batch(numbers)
-    _, weights = model(src, tgt_in, mask)  # (batch, layers, heads, n_tgt, n_src)
+    tgt_in, _tgt_out = target_batch(numbers)
+    _logits, weights = model(src, tgt_in, mask)  # (batch, layers, heads, n_tgt, n_src)
     strongest = weights.argmax(-1)  # (batch, layers, heads, n_tgt)
     hits = torch.zeros(weights.shape[1:3])
     total, chance = 0, 0.0
@@ -122,14 +124,16 @@ def score_alignment(weights, links) -> float:
     Used in lesson 15.
     """
     if not isinstance(weights, torch.Tensor) or weights.dim() != 2:
-        raise ValueError("weights should be a (n_chars, n_src) tensor, got "
-                         f"{getattr(weights, 'shape', type(weights).__name__)}")
+        raise ValueError(_(
+            "weights should be a (n_chars, n_src) tensor, got {value}"
+        ).format(value=getattr(weights, 'shape', type(weights).__name__)))
     if len(links) != weights.shape[0]:
-        raise ValueError(f"links should have one entry per row of weights ({weights.shape[0]}),"
-                         f" got {len(links)}")
+        raise ValueError(_(
+            "links should have one entry per row of weights ({weights_shape}), got {n_links}"
+        ).format(weights_shape=weights.shape[0], n_links=len(links)))
     scored = [(t, w) for t, w in enumerate(links) if w is not None]
     if not scored:
-        raise ValueError("links should hold at least one word index (not None)")
+        raise ValueError(_("links should hold at least one word index (not None)"))
     return sum(int(weights[t].argmax()) == w for t, w in scored) / len(scored)
 
 
@@ -142,7 +146,7 @@ def mean_reads(model: Translator, numbers) -> torch.Tensor:
     """
     numbers = _require_inputs(model, numbers)
     src, mask = source_batch(numbers)
-    tgt_in, _ = target_batch(numbers)
+    tgt_in, _tgt_out = target_batch(numbers)
     return model.mean_cross_reads(src, tgt_in, mask)
 
 
@@ -159,14 +163,14 @@ def beam_translations(model: Translator, numbers, beam: int = 3) -> list[str]:
     results = []
     for n in numbers:
         src, mask = source_batch([n])
-        _, memory_kv = model.encode(src, mask)
+        _memory, memory_kv = model.encode(src, mask)
         alive = [((BOS,), 0.0)]
         finished: list[tuple[tuple[int, ...], float]] = []
-        for _ in range(model.max_len):
-            prefixes = torch.tensor([p for p, _ in alive])
+        for _step in range(model.max_len):
+            prefixes = torch.tensor([p for p, _score in alive])
             kv = [(k.expand(len(alive), -1, -1, -1), v.expand(len(alive), -1, -1, -1))
                   for k, v in memory_kv]
-            logits, _ = model.decode(prefixes, kv, mask.expand(len(alive), -1))
+            logits, _cache = model.decode(prefixes, kv, mask.expand(len(alive), -1))
             logp = torch.log_softmax(logits[:, -1], dim=-1)  # (alive, tgt_vocab)
             options = [(p + (c,), s + float(logp[i, c]))
                        for i, (p, s) in enumerate(alive)
@@ -176,7 +180,7 @@ def beam_translations(model: Translator, numbers, beam: int = 3) -> list[str]:
             for p, s in options[:beam]:  # the beam most likely continuations
                 (finished if p[-1] == EOS else alive).append((p, s))
             # log probabilities only fall: stop once no live prefix can beat a finished one
-            best_finished = max((s for _, s in finished), default=float("-inf"))
+            best_finished = max((s for _prefix, s in finished), default=float("-inf"))
             alive = [(p, s) for p, s in alive if s > best_finished]
             if not alive:
                 break
@@ -214,15 +218,17 @@ def character_accuracy(model: Translator, numbers, teacher_forced: bool) -> floa
     """
     numbers = _require_inputs(model, numbers)
     if not isinstance(teacher_forced, bool):
-        raise TypeError(f"teacher_forced should be True or False, got {teacher_forced!r}")
+        raise TypeError(_(
+            "teacher_forced should be True or False, got {teacher_forced!r}"
+        ).format(teacher_forced=teacher_forced))
     src, mask = source_batch(numbers)
     tgt_in, labels = target_batch(numbers)
     real = labels != PAD  # (batch, n_tgt)
     if teacher_forced:
-        logits, _ = model(src, tgt_in, mask)
+        logits, _weights = model(src, tgt_in, mask)
         guess = logits.argmax(-1)
     else:
-        out, _ = model.translate(src, mask)
+        out, _weights = model.translate(src, mask)
         guess = torch.full_like(labels, -1)
         width = min(labels.shape[1], out.shape[1] - 1)
         guess[:, :width] = out[:, 1:width + 1]

@@ -22,6 +22,7 @@ from course_utils.checks import (
 )
 from course_utils.data.corpus import sample_windows
 from course_utils.experiments.l06_cost import counted_flops, saved_for_backward
+from course_utils.language import _
 from course_utils.models.gpt import GPT
 from course_utils.nn.attention import merge_heads, scaled_dot_product_attention, split_heads
 from course_utils.nn.flash_attention import DEFAULT_BLOCK_SIZE, attention_tiles, flash_attention
@@ -45,7 +46,7 @@ def naive_attention(q, k, v, causal: bool = False):
 def _random_qkv(seq_len, batch_size, num_heads, d_k, generator, requires_grad=True):
     """q, k, v ``(batch, heads, seq_len, d_k)``, three separate tensors (no shared storage)."""
     return [torch.randn(batch_size, num_heads, seq_len, d_k, generator=generator)
-            .requires_grad_(requires_grad) for _ in range(3)]
+            .requires_grad_(requires_grad) for _tensor in range(3)]
 
 
 def saved_bytes(lengths, *, batch_size: int = 1, num_heads: int = 2, d_k: int = 16,
@@ -59,14 +60,14 @@ def saved_bytes(lengths, *, batch_size: int = 1, num_heads: int = 2, d_k: int = 
 
     Used in lesson 16.
     """
-    lengths = [require_positive_int("every length", n) for n in lengths]
+    lengths = [require_positive_int(_("every length"), n) for n in lengths]
     generator = torch.Generator().manual_seed(require_seed("seed", seed))
     result = {"naive": [], "flash": []}
     for n in lengths:
         q, k, v = _random_qkv(n, batch_size, num_heads, d_k, generator)
         for name, attention in (("naive", naive_attention), ("flash", flash_attention)):
             kept = saved_for_backward(attention, q, k, v, causal=causal)
-            result[name].append(sum(nbytes for _, nbytes in kept))
+            result[name].append(sum(nbytes for _name, nbytes in kept))
     return result
 
 
@@ -126,7 +127,7 @@ def gpt_logits(model: GPT, tokens, attention) -> torch.Tensor:
 
     Used in lesson 16.
     """
-    require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
+    require_instance("model", model, GPT, _("a course_utils.models.gpt.GPT"))
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(batch, seq_len)")
     require_callable("attention", attention)
     positions = torch.arange(tokens.shape[1], device=tokens.device)
@@ -153,7 +154,7 @@ def train_with_attention(model: GPT, tokens, steps: int, seed: int, attention, *
 
     Used in lesson 16.
     """
-    require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
+    require_instance("model", model, GPT, _("a course_utils.models.gpt.GPT"))
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
     require_positive_int("steps", steps)
     require_callable("attention", attention)

@@ -22,6 +22,7 @@ from course_utils.checks import (
     require_positive_int,
     require_token_ids,
 )
+from course_utils.language import _
 from course_utils.models.gpt import GPT
 from course_utils.models.llama import Llama
 from course_utils.nn.training import fit
@@ -41,7 +42,7 @@ def measured_reach(model: GPT, seq_len: int, generator: torch.Generator) -> int:
     require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
     require_int_in_range("seq_len", seq_len, 2, model.max_len)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator: the sequence is drawn with it")
+        raise TypeError(_("generator should be a torch.Generator: the sequence is drawn with it"))
     model.eval()
     tokens = torch.randint(model.vocab_size, (seq_len,), generator=generator)
     changed = tokens.repeat(seq_len, 1)  # (seq_len, seq_len): row j has token j changed
@@ -89,14 +90,14 @@ def fact_lookup_batch(batch_size: int, context: int, generator: torch.Generator)
     require_positive_int("batch_size", batch_size)
     require_int_in_range("context", context, LOOKUP_FACTS)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator: the batch is drawn with it")
+        raise TypeError(_("generator should be a torch.Generator: the batch is drawn with it"))
     tokens = torch.randint(LOOKUP_FILLER, (batch_size, context + 1),
                            generator=generator) + FILLER
     keys = torch.stack([torch.randperm(LOOKUP_KEYS, generator=generator)[:LOOKUP_FACTS]
-                        for _ in range(batch_size)])  # (batch, facts)
+                        for _row in range(batch_size)])  # (batch, facts)
     values = torch.randint(LOOKUP_VALUES, (batch_size, LOOKUP_FACTS), generator=generator)
     slots = torch.stack([torch.randperm(context, generator=generator)[:LOOKUP_FACTS]
-                         for _ in range(batch_size)])  # (batch, facts)
+                         for _row in range(batch_size)])  # (batch, facts)
     tokens.scatter_(1, slots, keys * LOOKUP_VALUES + values)
     asked = torch.randint(LOOKUP_FACTS, (batch_size, 1), generator=generator)
     tokens[:, -1] = QUESTIONS + keys.gather(1, asked)[:, 0]
@@ -122,12 +123,12 @@ def train_fact_lookup(window, context: int, steps: int, generator: torch.Generat
     """
     require_positive_int("steps", steps)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator: weights and batches use it")
+        raise TypeError(_("generator should be a torch.Generator: weights and batches use it"))
     torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
     model = GPT(lookup_vocab_size(), context + 1, d_model, num_heads, 2, window=window)
 
     def loss_at_step(step: int) -> torch.Tensor:
-        tokens, answers, _ = fact_lookup_batch(batch_size, context, generator)
+        tokens, answers, _distances = fact_lookup_batch(batch_size, context, generator)
         return F.cross_entropy(_lookup_logits(model, tokens), answers)
 
     fit(model, loss_at_step, steps, lr=lr)
@@ -147,7 +148,8 @@ def lookup_accuracy_by_distance(model: GPT, context: int, edges, generator: torc
     require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
     edges = [require_int_in_range("edges", edge, 1) for edge in edges]
     if len(edges) < 2 or edges != sorted(set(edges)):
-        raise ValueError(f"edges should be at least two ascending distinct ints, got {edges}")
+        raise ValueError(_("edges should be at least two ascending distinct ints, got {edges}")
+                         .format(edges=edges))
     tokens, answers, distances = fact_lookup_batch(batch_size, context, generator)
     right = (_lookup_logits(model.eval(), tokens).argmax(dim=-1) == answers).float()
     return [right[(distances >= low) & (distances < high)].mean().item()
@@ -174,6 +176,6 @@ def masked_nll(model: Llama, tokens, mask, start: int = 0) -> float:
     model.eval()
     x = model.token_embedding(tokens[None])  # (1, seq_len, d_model)
     for block in model.blocks:
-        x, _ = block(x, mask=mask)
+        x, _weights = block(x, mask=mask)
     logits = F.linear(model.final_norm(x), model.token_embedding.weight)[0]
     return F.cross_entropy(logits[start:-1], tokens[start + 1:]).item()

@@ -26,6 +26,7 @@ from course_utils.checks import (
     require_positive_int,
     require_seed,
 )
+from course_utils.language import _
 from course_utils.models.gpt import GPT, train_on_text
 from course_utils.nn.attention import MultiHeadAttention
 from course_utils.nn.latent_attention import MultiHeadLatentAttention
@@ -57,8 +58,10 @@ def budget_attention(variant: str, d_model: int = D_MODEL, num_heads: int = NUM_
                                   rope_base=ROPE_BASE)
     budget = 2 * num_kv_heads * d_k
     if budget <= rope_dim:
-        raise ValueError(f"GQA's budget 2 · num_kv_heads · d_k = {budget} leaves no room for a "
-                         f"latent next to rope_dim={rope_dim}")
+        raise ValueError(_(
+            "GQA's budget 2 · num_kv_heads · d_k = {budget} leaves no room for a latent next to "
+            "rope_dim={rope_dim}"
+        ).format(budget=budget, rope_dim=rope_dim))
     return MultiHeadLatentAttention(d_model, num_heads, budget - rope_dim, rope_dim,
                                     rope_base=ROPE_BASE)
 
@@ -86,8 +89,10 @@ def validation_loss(model: GPT, tokens) -> float:
     tokens = require_int_tensor("tokens", tokens, "(num_tokens,)", "token ids")
     windows = (len(tokens) - 1) // model.max_len
     if windows < 1:
-        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is shorter than one "
-                         f"window of max_len + 1 = {model.max_len + 1} tokens")
+        raise ValueError(_(
+            "{name} (num_tokens,) = {tokens_shape} is shorter than one window of max_len + 1 = "
+            "{value} tokens"
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape), value=model.max_len + 1))
     inputs = tokens[:windows * model.max_len].view(windows, model.max_len)
     targets = tokens[1:windows * model.max_len + 1].view(windows, model.max_len)
     with torch.no_grad():
@@ -105,9 +110,9 @@ def train_at_budget(train_tokens, validation_tokens, vocab_size: int, run_seeds,
 
     Used in lesson 18.
     """
-    run_seeds = tuple(require_seed("a seed of run_seeds", seed) for seed in run_seeds)
+    run_seeds = tuple(require_seed(_("a seed of run_seeds"), seed) for seed in run_seeds)
     if not run_seeds:
-        raise ValueError("run_seeds should hold at least one seed, got none")
+        raise ValueError(_("run_seeds should hold at least one seed, got none"))
     require_positive_int("steps", steps)
     losses = {variant: [] for variant in VARIANTS}
     for seed in run_seeds:

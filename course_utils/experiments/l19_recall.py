@@ -26,6 +26,7 @@ from course_utils.checks import (
     require_positive_int,
     require_positive_number,
 )
+from course_utils.language import _
 from course_utils.nn.linear_attention import delta_rule, linear_attention
 from course_utils.nn.training import fit
 
@@ -91,7 +92,7 @@ class Mixer(nn.Module):
             self.gates.bias[num_heads:] = 3.0  # α = sigmoid(3) ≈ 0.95 at the start
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, n, _ = x.shape
+        batch, n, _d_model = x.shape
         q, k, v = self.w_qkv(x).view(batch, n, 3, self.num_heads, self.d_k).permute(2, 0, 3, 1, 4)
         if self.kind == "softmax":  # q, k, v: (batch, heads, seq_len, d_k)
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -119,17 +120,17 @@ class RecallModel(nn.Module):
     def __init__(self, layers, num_keys: int = 64, num_values: int = 64, d_model: int = 64,
                  num_heads: int = 1, d_k: int = 8):
         super().__init__()
-        require_instance("layers", layers, (tuple, list), "a tuple of mixer kinds")
+        require_instance("layers", layers, (tuple, list), _("a tuple of mixer kinds"))
         if not layers:
-            raise ValueError("layers should name at least one mixer, got an empty tuple")
+            raise ValueError(_("layers should name at least one mixer, got an empty tuple"))
         for kind in layers:
-            require_one_of("every entry of layers", kind, MIXERS)
+            require_one_of(_("every entry of layers"), kind, MIXERS)
         self.layers = tuple(layers)
         self.key_embedding = nn.Embedding(require_positive_int("num_keys", num_keys), d_model)
         self.value_embedding = nn.Embedding(require_positive_int("num_values", num_values) + 1,
                                             d_model)  # the last one is "?"
         self.mixers = nn.ModuleList(Mixer(kind, d_model, num_heads, d_k) for kind in layers)
-        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in layers)
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _layer in layers)
         self.readout = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, num_values))
 
     def state_numbers(self) -> int:
@@ -172,10 +173,10 @@ def train_recall(layers, seed: int, pairs=(4, 8, 16, 32), steps: int = 200,
 
 
 def _require_pairs(pairs) -> tuple[int, ...]:
-    require_instance("pairs", pairs, (tuple, list), "a tuple of numbers of pairs")
+    require_instance("pairs", pairs, (tuple, list), _("a tuple of numbers of pairs"))
     if not pairs:
-        raise ValueError("pairs should hold at least one number of pairs, got an empty tuple")
-    return tuple(require_int_in_range("every entry of pairs", p, 1, 64) for p in pairs)
+        raise ValueError(_("pairs should hold at least one number of pairs, got an empty tuple"))
+    return tuple(require_int_in_range(_("every entry of pairs"), p, 1, 64) for p in pairs)
 
 
 def recall_accuracy(model: RecallModel, pairs=(4, 8, 16, 32), batch_size: int = 256,
@@ -184,7 +185,7 @@ def recall_accuracy(model: RecallModel, pairs=(4, 8, 16, 32), batch_size: int = 
 
     Used in lesson 19.
     """
-    require_instance("model", model, RecallModel, "a RecallModel")
+    require_instance("model", model, RecallModel, _("a RecallModel"))
     pairs = _require_pairs(pairs)
     require_positive_int("batch_size", batch_size)
     require_generator("generator", generator)

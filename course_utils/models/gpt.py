@@ -33,6 +33,7 @@ from course_utils.checks import (
     require_token_ids,
 )
 from course_utils.data.corpus import sample_windows
+from course_utils.language import _
 from course_utils.nn.blocks import EncoderBlock
 from course_utils.nn.kv_cache import require_next_tokens
 from course_utils.nn.masks import band_mask, causal_mask
@@ -87,7 +88,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, num_heads, d_ff, norm_first=True, activation="gelu",
                          sink=sink, gate=gate)
-            for _ in range(num_layers)
+            for _layer in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model)
 
@@ -115,9 +116,9 @@ class GPT(nn.Module):
         logits = F.linear(self.final_norm(x), self.token_embedding.weight)
         if return_weights:
             if len({w.shape for w in all_weights}) > 1:
-                raise ValueError("return_weights=True with a cache needs every layer to hold "
-                                 "the same keys; windowed layers hold fewer, got n_k = "
-                                 f"{[w.shape[-1] for w in all_weights]}")
+                raise ValueError(_("return_weights=True with a cache needs every layer to hold "
+                                   "the same keys; windowed layers hold fewer, got n_k = {n_k}")
+                                 .format(n_k=[w.shape[-1] for w in all_weights]))
             return logits, torch.stack(all_weights, dim=1)
         return logits  # (batch, n_new, vocab_size)
 
@@ -127,11 +128,14 @@ def _layer_windows(window, num_layers: int) -> tuple[int | None, ...]:
     if window is None or (isinstance(window, int) and not isinstance(window, bool)):
         window = [window] * num_layers
     if not isinstance(window, (list, tuple)):
-        raise TypeError(f"window should be None, a positive int or a list of num_layers ints "
-                        f"or Nones, got {type(window).__name__} {window!r}")
+        raise TypeError(_("window should be None, a positive int or a list of num_layers ints "
+                          "or Nones, got {kind} {window}").format(kind=type(window).__name__,
+                                                                  window=repr(window)))
     if len(window) != num_layers:
-        raise ValueError(f"window should list one entry per layer, num_layers={num_layers}, "
-                         f"got {len(window)}: {list(window)!r}")
+        raise ValueError(_("window should list one entry per layer, num_layers={num_layers}, "
+                           "got {count}: {window}").format(num_layers=num_layers,
+                                                           count=len(window),
+                                                           window=repr(list(window))))
     for layer, entry in enumerate(window):
         if entry is not None:
             require_positive_int(f"window[{layer}]", entry)
@@ -154,14 +158,16 @@ def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
     require_positive_int("steps", steps)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator (e.g. "
-                        "torch.Generator().manual_seed(0)): batches are drawn with it, never "
-                        "with the global random state")
+        raise TypeError(_("generator should be a torch.Generator (e.g. "
+                          "torch.Generator().manual_seed(0)): batches are drawn with it, never "
+                          "with the global random state"))
     require_positive_int("batch_size", batch_size)
     require_positive_number("lr", lr)
     if len(tokens) < model.max_len + 1:
-        raise ValueError(f"tokens (num_tokens,) = {tuple(tokens.shape)} is shorter than one "
-                         f"window of max_len + 1 = {model.max_len + 1} tokens")
+        raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
+                           "window of max_len + 1 = {needed} tokens")
+                         .format(name="tokens", shape=tuple(tokens.shape),
+                                 needed=model.max_len + 1))
 
     def loss_at_step(step: int) -> torch.Tensor:
         window = sample_windows(tokens, batch_size, model.max_len, generator)

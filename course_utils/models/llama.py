@@ -28,6 +28,7 @@ from course_utils.checks import (
     require_positive_int,
     require_positive_number,
 )
+from course_utils.language import _
 from course_utils.nn.attention import MultiHeadAttention
 from course_utils.nn.kv_cache import require_next_tokens
 from course_utils.nn.llama_parts import RMSNorm, SwiGLUFeedForward
@@ -38,9 +39,10 @@ def _require_rope_base(rope_base) -> float:
     """A Llama's only positions are RoPE's: ``rope_base`` may not be None (which
     MultiHeadAttention takes as "no RoPE") and must be a positive number."""
     if rope_base is None:
-        raise TypeError("rope_base should be a positive number (RoPE is a Llama's only "
-                        "position information; None would build a model that cannot tell "
-                        "positions apart), got None")
+        raise TypeError(_(
+            "rope_base should be a positive number (RoPE is a Llama's only position information; "
+            "None would build a model that cannot tell positions apart), got None"
+        ))
     return require_positive_number("rope_base", rope_base)
 
 
@@ -113,7 +115,7 @@ class Llama(nn.Module):
         self.blocks = nn.ModuleList(
             LlamaBlock(d_model, num_heads, d_ff, num_kv_heads=num_kv_heads,
                        rope_base=rope_base, eps=eps)
-            for _ in range(num_layers)
+            for _layer in range(num_layers)
         )
         self.final_norm = RMSNorm(d_model, eps=eps)
 

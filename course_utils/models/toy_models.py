@@ -17,6 +17,7 @@ from course_utils.checks import (
     require_tensor,
     require_token_ids,
 )
+from course_utils.language import _
 from course_utils.nn.blocks import DecoderBlock, EncoderBlock, _layer_norm
 from course_utils.nn.masks import causal_mask
 
@@ -24,8 +25,10 @@ from course_utils.nn.masks import causal_mask
 def _check_token_length(tokens, seq_len: int, name: str = "tokens") -> None:
     if tokens.shape[1] > seq_len:
         raise ValueError(
-            f"{name} should be (batch, seq_len) with seq_len at most {seq_len} (one learned "
-            f"position vector each), got shape {tuple(tokens.shape)}"
+            _(
+                "{name} should be (batch, seq_len) with seq_len at most {seq_len} (one learned "
+                "position vector each), got shape {tokens_shape}"
+            ).format(name=name, seq_len=seq_len, tokens_shape=tuple(tokens.shape))
         )
 
 
@@ -63,7 +66,7 @@ class TinyTransformer(nn.Module):
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, num_heads, d_ff, norm_first=norm_first, residual=residual,
                          layer_norm=layer_norm)
-            for _ in range(num_layers)
+            for _layer in range(num_layers)
         )
         self.final_norm = _layer_norm(d_model, 1e-5, norm_first and layer_norm)
         self.readout = nn.Linear(d_model, vocab_size)
@@ -119,9 +122,9 @@ class TinyEncoderDecoder(nn.Module):
         self.src_positions = nn.Embedding(max_len, d_model)
         self.tgt_positions = nn.Embedding(max_len, d_model)
         self.encoder = nn.ModuleList(EncoderBlock(d_model, num_heads, d_ff, norm_first=norm_first)
-                                     for _ in range(num_layers))
+                                     for _layer in range(num_layers))
         self.decoder = nn.ModuleList(DecoderBlock(d_model, num_heads, d_ff, norm_first=norm_first)
-                                     for _ in range(num_layers))
+                                     for _layer in range(num_layers))
         self.encoder_norm = _layer_norm(d_model, 1e-5, norm_first)
         self.decoder_norm = _layer_norm(d_model, 1e-5, norm_first)
         self.readout = nn.Linear(d_model, vocab_size)
@@ -137,19 +140,20 @@ class TinyEncoderDecoder(nn.Module):
         memory = self._embed(src, self.src_positions, "src")  # (batch, n_src, d_model)
         x = self._embed(tgt, self.tgt_positions, "tgt")  # (batch, n_tgt, d_model)
         if memory.shape[0] != x.shape[0]:
-            raise ValueError(f"src and tgt should share the batch size, got {memory.shape[0]} "
-                             f"and {x.shape[0]}")
+            raise ValueError(_(
+                "src and tgt should share the batch size, got {memory_shape} and {shape}"
+            ).format(memory_shape=memory.shape[0], shape=x.shape[0]))
         encoder_mask = None
         if src_padding_mask is not None:
             src_padding_mask = require_key_padding("src_padding_mask", src_padding_mask,
                                                     src.shape[:2])
             encoder_mask = src_padding_mask[:, None, None, :]  # (batch, 1, 1, n_src)
         for block in self.encoder:
-            memory, _ = block(memory, mask=encoder_mask)
+            memory, _weights = block(memory, mask=encoder_mask)
         memory = self.encoder_norm(memory)
         all_cross = []
         for block in self.decoder:
-            x, _, cross_weights = block(x, memory, memory_padding_mask=src_padding_mask)
+            x, _self_weights, cross_weights = block(x, memory, memory_padding_mask=src_padding_mask)
             all_cross.append(cross_weights)  # (batch, num_heads, n_tgt, n_src)
         logits = self.readout(self.decoder_norm(x))  # (batch, n_tgt, vocab_size)
         return (logits, torch.stack(all_cross, dim=1)) if return_weights else logits
@@ -157,13 +161,15 @@ class TinyEncoderDecoder(nn.Module):
 
 def _require_images(images) -> torch.Tensor:
     if isinstance(images, torch.Tensor) and not images.is_floating_point():
-        raise TypeError("images should be a floating-point tensor (batch, channels, height, "
-                        f"width), got dtype {images.dtype}; e.g. images.float() / 255 for "
-                        "8-bit pixels")
+        raise TypeError(_(
+            "images should be a floating-point tensor (batch, channels, height, width), got "
+            "dtype {images_dtype}; e.g. images.float() / 255 for 8-bit pixels"
+        ).format(images_dtype=images.dtype))
     images = require_tensor("images", images, "(batch, channels, height, width)")
     if images.dim() != 4:
-        raise ValueError("images should have shape (batch, channels, height, width), got "
-                         f"shape {tuple(images.shape)}")
+        raise ValueError(_(
+            "images should have shape (batch, channels, height, width), got shape {images_shape}"
+        ).format(images_shape=tuple(images.shape)))
     return images
 
 
@@ -178,8 +184,9 @@ def image_patches(images, patch_size: int) -> torch.Tensor:
     require_positive_int("patch_size", patch_size)
     batch, channels, height, width = images.shape
     if height % patch_size or width % patch_size:
-        raise ValueError(f"height and width ({height}, {width}) should be multiples of "
-                         f"patch_size={patch_size}")
+        raise ValueError(_(
+            "height and width ({height}, {width}) should be multiples of patch_size={patch_size}"
+        ).format(height=height, width=width, patch_size=patch_size))
     rows, cols = height // patch_size, width // patch_size
     patches = images.reshape(batch, channels, rows, patch_size, cols, patch_size)
     # (batch, rows, cols, channels, patch_size, patch_size): one patch per (row, col)
@@ -213,14 +220,15 @@ class TinyViT(nn.Module):
         require_positive_int("d_model", d_model)
         require_positive_int("num_layers", num_layers)
         if image_size % patch_size:
-            raise ValueError(f"image_size={image_size} should be a multiple of "
-                             f"patch_size={patch_size}")
+            raise ValueError(_(
+                "image_size={image_size} should be a multiple of patch_size={patch_size}"
+            ).format(image_size=image_size, patch_size=patch_size))
         num_patches = (image_size // patch_size) ** 2
         d_ff = 2 * d_model if d_ff is None else d_ff
         self.patch_embedding = nn.Linear(channels * patch_size * patch_size, d_model)
         self.position_embedding = nn.Parameter(0.02 * torch.randn(num_patches, d_model))
         self.blocks = nn.ModuleList(EncoderBlock(d_model, num_heads, d_ff, norm_first=True)
-                                    for _ in range(num_layers))
+                                    for _layer in range(num_layers))
         self.final_norm = nn.LayerNorm(d_model)
         self.readout = nn.Linear(d_model, num_classes)
 
@@ -229,9 +237,10 @@ class TinyViT(nn.Module):
         images = _require_images(images)
         expected = (self.channels, self.image_size, self.image_size)
         if tuple(images.shape[1:]) != expected:
-            raise ValueError(f"images should be (batch, channels, height, width) with "
-                             f"(channels, height, width) = {expected}, got shape "
-                             f"{tuple(images.shape)}")
+            raise ValueError(_(
+                "images should be (batch, channels, height, width) with (channels, height, "
+                "width) = {expected}, got shape {images_shape}"
+            ).format(expected=expected, images_shape=tuple(images.shape)))
         patches = image_patches(images, self.patch_size)  # (batch, num_patches, patch_dim)
         require_matches_module("images", patches, self)
         x = self.patch_embedding(patches) + self.position_embedding  # (batch, patches, d_model)

@@ -35,6 +35,7 @@ from course_utils.data.number_words import (
     english_tokens,
     tokens_of_text,
 )
+from course_utils.language import _
 from course_utils.nn.attention import merge_heads, split_heads
 from course_utils.nn.blocks import DecoderBlock, EncoderBlock
 from course_utils.nn.cross_attention import cross_attention, memory_keys_values
@@ -56,8 +57,9 @@ def source_batch(items) -> tuple[torch.Tensor, torch.Tensor]:
     Used in lesson 15.
     """
     if isinstance(items, (int, str)) or not hasattr(items, "__len__") or not len(items):
-        raise TypeError(f"items should be a non-empty list of numbers or English number words, "
-                        f"got {type(items).__name__}")
+        raise TypeError(_(
+            "items should be a non-empty list of numbers or English number words, got {kind}"
+        ).format(kind=type(items).__name__))
     rows = [tokens_of_text(item) if isinstance(item, str) else english_tokens(item)
             for item in items]
     n_src = max(map(len, rows))
@@ -75,8 +77,9 @@ def target_batch(numbers) -> tuple[torch.Tensor, torch.Tensor]:
     Used in lesson 15.
     """
     if isinstance(numbers, (int, str)) or not hasattr(numbers, "__len__") or not len(numbers):
-        raise TypeError(f"numbers should be a non-empty list of ints, got "
-                        f"{type(numbers).__name__}")
+        raise TypeError(_(
+            "numbers should be a non-empty list of ints, got {kind}"
+        ).format(kind=type(numbers).__name__))
     rows = [[_TARGET_ID[c] for c in chinese_numerals(n)] for n in numbers]
     n_tgt = max(map(len, rows)) + 1
     tgt_in = torch.full((len(rows), n_tgt), PAD, dtype=torch.long)
@@ -96,8 +99,9 @@ def characters(ids) -> str:
     if isinstance(ids, torch.Tensor):
         ids = ids.tolist()
     if not isinstance(ids, (list, tuple)):
-        raise TypeError(f"ids should be a 1-D tensor or list of target ids, got "
-                        f"{type(ids).__name__}")
+        raise TypeError(_(
+            "ids should be a 1-D tensor or list of target ids, got {kind}"
+        ).format(kind=type(ids).__name__))
     out = []
     for i in ids:
         if i == EOS:
@@ -138,9 +142,9 @@ class Translator(nn.Module):
                       self.tgt_positions):
             nn.init.normal_(table.weight, std=0.1)
         self.encoder = nn.ModuleList(EncoderBlock(d_model, num_heads, d_ff, norm_first=True)
-                                     for _ in range(num_layers))
+                                     for _layer in range(num_layers))
         self.decoder = nn.ModuleList(DecoderBlock(d_model, num_heads, d_ff, norm_first=True)
-                                     for _ in range(num_layers))
+                                     for _layer in range(num_layers))
         self.encoder_norm = nn.LayerNorm(d_model)
         self.decoder_norm = nn.LayerNorm(d_model)
         self.readout = nn.Linear(d_model, len(TARGET_VOCAB))
@@ -150,13 +154,15 @@ class Translator(nn.Module):
         ``(batch, heads, n_src, d_k)`` its cross-attention reads: computed once per sentence."""
         src = require_token_ids("src", src, len(SOURCE_VOCAB), "(batch, n_src)")
         if src.shape[1] > self.max_src_len:
-            raise ValueError(f"src should be (batch, n_src) with n_src at most max_src_len="
-                             f"{self.max_src_len}, got shape {tuple(src.shape)}")
+            raise ValueError(_(
+                "src should be (batch, n_src) with n_src at most max_src_len={max_src_len}, got "
+                "shape {src_shape}"
+            ).format(max_src_len=self.max_src_len, src_shape=tuple(src.shape)))
         where = torch.arange(src.shape[1])
         memory = self.src_embedding(src) + self.src_positions(where)  # (batch, n_src, d_model)
         mask = src_padding_mask[:, None, None, :]  # (batch, 1, 1, n_src): hide the padding
         for block in self.encoder:
-            memory, _ = block(memory, mask=mask)
+            memory, _weights = block(memory, mask=mask)
         memory = self.encoder_norm(memory)
         return memory, [memory_keys_values(block.cross_attn, memory) for block in self.decoder]
 
@@ -167,16 +173,18 @@ class Translator(nn.Module):
         past = 0 if cache is None else cache.seq_len
         n_new = tgt.shape[1]
         if past + n_new > self.max_len:
-            raise ValueError(f"tgt would reach position {past + n_new - 1}, but the model has "
-                             f"max_tgt_len={self.max_len} learned positions")
+            raise ValueError(_(
+                "tgt would reach position {value}, but the model has max_tgt_len={max_len} "
+                "learned positions"
+            ).format(value=past + n_new - 1, max_len=self.max_len))
         where = torch.arange(past, past + n_new)
         x = self.tgt_embedding(tgt) + self.tgt_positions(where)  # (batch, n_new, d_model)
         self_mask = causal_mask(n_new, past + n_new)  # (n_new, past + n_new)
         all_cross = []
         for layer, block in enumerate(self.decoder):
             # lesson 07's pre-LN DecoderBlock, written out to hand the cache to self-attention
-            attended, _ = block.self_attn(block.norm1(x), mask=self_mask, cache=cache,
-                                          layer=layer)
+            attended, _weights = block.self_attn(block.norm1(x), mask=self_mask, cache=cache,
+                                                 layer=layer)
             x = x + attended
             attn = block.cross_attn
             q = split_heads(attn.w_q(block.norm2(x)), attn.num_heads)  # (batch, heads, n_new, d_k)
@@ -200,15 +208,17 @@ class Translator(nn.Module):
                 self.num_layers, self.d_model):
             got = (f"shape {tuple(cross_reads.shape)}" if isinstance(cross_reads, torch.Tensor)
                    else repr(cross_reads))
-            raise ValueError(f"cross_reads should be None, 'zero' or a (num_layers, d_model) = "
-                             f"{(self.num_layers, self.d_model)} tensor, got {got}")
+            raise ValueError(_(
+                "cross_reads should be None, 'zero' or a (num_layers, d_model) = {value} tensor, "
+                "got {got}"
+            ).format(value=(self.num_layers, self.d_model), got=got))
         return cross_reads
 
     def forward(self, src, tgt, src_padding_mask=None, cross_reads=None):
         cross_reads = self._check_reads(cross_reads)
         if src_padding_mask is None:
             src_padding_mask = src != PAD
-        _, memory_kv = self.encode(src, src_padding_mask)
+        _memory, memory_kv = self.encode(src, src_padding_mask)
         return self.decode(tgt, memory_kv, src_padding_mask, cross_reads=cross_reads)
 
     def mean_cross_reads(self, src, tgt, src_padding_mask=None) -> torch.Tensor:
@@ -245,12 +255,12 @@ class Translator(nn.Module):
             src_padding_mask = src != PAD
         max_new_tokens = self.max_len if max_new_tokens is None else require_positive_int(
             "max_new_tokens", min(max_new_tokens, self.max_len))
-        _, memory_kv = self.encode(src, src_padding_mask)
+        _memory, memory_kv = self.encode(src, src_padding_mask)
         cache = KVCache()
         out = torch.full((src.shape[0], 1), BOS, dtype=torch.long)
         done = torch.zeros(src.shape[0], dtype=torch.bool)
         weights = []
-        for _ in range(max_new_tokens):
+        for _step in range(max_new_tokens):
             logits, cross = self.decode(out[:, -1:], memory_kv, src_padding_mask, cache,
                                         cross_reads)
             chosen = logits[:, -1].argmax(-1).masked_fill(done, PAD)  # (batch,)
@@ -271,13 +281,14 @@ def train_translator(model: Translator, numbers, steps: int, generator: torch.Ge
 
     Used in lesson 15.
     """
-    require_instance("model", model, Translator, "a course_utils.models.translator.Translator")
+    require_instance("model", model, Translator, _("a course_utils.models.translator.Translator"))
     if isinstance(numbers, (int, str)) or not hasattr(numbers, "__len__") or not len(numbers):
-        raise TypeError(f"numbers should be a non-empty list of ints, got "
-                        f"{type(numbers).__name__}")
+        raise TypeError(_(
+            "numbers should be a non-empty list of ints, got {kind}"
+        ).format(kind=type(numbers).__name__))
     require_positive_int("steps", steps)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator: batches are drawn with it")
+        raise TypeError(_("generator should be a torch.Generator: batches are drawn with it"))
     require_positive_int("batch_size", batch_size)
     require_positive_number("lr", lr)
     pool = list(numbers)
@@ -287,7 +298,7 @@ def train_translator(model: Translator, numbers, steps: int, generator: torch.Ge
         batch = [pool[i] for i in picks]
         src, src_mask = source_batch(batch)
         tgt_in, labels = target_batch(batch)
-        logits, _ = model(src, tgt_in, src_mask)
+        logits, _weights = model(src, tgt_in, src_mask)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                ignore_index=PAD)
 

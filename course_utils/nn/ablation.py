@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from torch import nn
 
 from course_utils.checks import require_instance, require_int_in_range, require_one_of
+from course_utils.language import _
 from course_utils.nn.attention import MultiHeadAttention
 
 ABLATIONS = ("zero", "mean")
@@ -25,29 +26,34 @@ def attention_layers(model) -> list[MultiHeadAttention]:
 
     Used in lessons 10 and 13.
     """
-    require_instance("model", model, nn.Module, "a model with blocks (GPT, Llama, MiniLM)")
+    require_instance("model", model, nn.Module, _("a model with blocks (GPT, Llama, MiniLM)"))
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList) or not all(
             isinstance(getattr(block, "self_attn", None), MultiHeadAttention)
             for block in blocks):
-        raise TypeError(f"model should be a GPT, Llama or MiniLM: an nn.Module whose "
-                        f"blocks[layer].self_attn "
-                        f"is a MultiHeadAttention, got a {type(model).__name__} without them")
+        raise TypeError(_(
+            "model should be a GPT, Llama or MiniLM: an nn.Module whose blocks[layer].self_attn "
+            "is a MultiHeadAttention, got a {kind} without them"
+        ).format(kind=type(model).__name__))
     return [block.self_attn for block in blocks]
 
 
 def _require_heads(heads, layers: list[MultiHeadAttention]) -> dict[int, list[int]]:
     """``heads`` as {layer: [head, ...]}, each pair checked against the model's sizes."""
-    what = "an iterable of (layer, head) pairs, e.g. [(1, 0)]"
+    what = _("an iterable of (layer, head) pairs, e.g. [(1, 0)]")
     if isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__"):
-        raise TypeError(f"heads should be {what}, got {type(heads).__name__} {heads!r}")
+        raise TypeError(_(
+            "heads should be {what}, got {kind} {heads!r}"
+        ).format(what=what, kind=type(heads).__name__, heads=heads))
     chosen: dict[int, list[int]] = {}
     for pair in heads:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"heads should be {what}, got the item {pair!r}")
+            raise TypeError(_(
+                "heads should be {what}, got the item {pair!r}"
+            ).format(what=what, pair=pair))
         layer, head = pair
-        require_int_in_range("layer (of a pair in heads)", layer, 0, len(layers) - 1)
-        require_int_in_range("head (of a pair in heads)", head, 0, layers[layer].num_heads - 1)
+        require_int_in_range(_("layer (of a pair in heads)"), layer, 0, len(layers) - 1)
+        require_int_in_range(_("head (of a pair in heads)"), head, 0, layers[layer].num_heads - 1)
         chosen.setdefault(layer, []).append(head)
     return chosen
 

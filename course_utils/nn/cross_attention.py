@@ -22,23 +22,30 @@ from __future__ import annotations
 import torch
 
 from course_utils.checks import require_instance, require_positive_int, require_tensor
+from course_utils.language import _
 from course_utils.nn.attention import MultiHeadAttention, scaled_dot_product_attention, split_heads
 from course_utils.nn.masks import causal_mask
 
 
 def _require_padding(src_padding_mask, batch: int | None = None) -> torch.Tensor:
     if not isinstance(src_padding_mask, torch.Tensor) or src_padding_mask.dtype != torch.bool:
-        got = (f"{src_padding_mask.dtype} tensor" if isinstance(src_padding_mask, torch.Tensor)
-               else type(src_padding_mask).__name__)
-        raise TypeError(f"src_padding_mask should be a bool tensor (batch, n_src), True at real "
-                        f"source tokens, got {got}")
+        got = (_("{dtype} tensor").format(dtype=src_padding_mask.dtype)
+               if isinstance(src_padding_mask, torch.Tensor) else type(src_padding_mask).__name__)
+        raise TypeError(_(
+            "src_padding_mask should be a bool tensor (batch, n_src), True at real source "
+            "tokens, got {got}"
+        ).format(got=got))
     if src_padding_mask.dim() != 2 or (batch is not None and src_padding_mask.shape[0] != batch):
-        raise ValueError(f"src_padding_mask should be (batch, n_src)"
-                         f"{'' if batch is None else f' with batch={batch}'}, got shape "
-                         f"{tuple(src_padding_mask.shape)}")
+        message = (_("src_padding_mask should be (batch, n_src), got shape {shape}")
+                   if batch is None else
+                   _("src_padding_mask should be (batch, n_src) with batch={batch}, got shape "
+                     "{shape}"))
+        raise ValueError(message.format(batch=batch, shape=tuple(src_padding_mask.shape)))
     if not src_padding_mask.any(dim=1).all():
-        raise ValueError("src_padding_mask should mark at least one real source token per "
-                         "sentence (True = real token), got a row of all False")
+        raise ValueError(_(
+            "src_padding_mask should mark at least one real source token per sentence (True = "
+            "real token), got a row of all False"
+        ))
     return src_padding_mask
 
 
@@ -75,15 +82,18 @@ def cross_attention(q, k, v, src_padding_mask=None) -> tuple[torch.Tensor, torch
     v = require_tensor("v", v, "(batch, heads, n_src, d_k)")
     if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape or q.shape[:2] != k.shape[:2] \
             or q.shape[3] != k.shape[3]:
-        raise ValueError(f"q should be (batch, heads, n_tgt, d_k) and k, v (batch, heads, "
-                         f"n_src, d_k) with the same batch, heads and d_k, got q "
-                         f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(_(
+            "q should be (batch, heads, n_tgt, d_k) and k, v (batch, heads, n_src, d_k) with the "
+            "same batch, heads and d_k, got q {q_shape}, k {k_shape}, v {v_shape}"
+        ).format(q_shape=tuple(q.shape), k_shape=tuple(k.shape), v_shape=tuple(v.shape)))
     mask = None
     if src_padding_mask is not None:
         src_padding_mask = _require_padding(src_padding_mask, q.shape[0])
         if src_padding_mask.shape[1] != k.shape[2]:
-            raise ValueError(f"src_padding_mask should be (batch, n_src) with n_src="
-                             f"{k.shape[2]}, got shape {tuple(src_padding_mask.shape)}")
+            raise ValueError(_(
+                "src_padding_mask should be (batch, n_src) with n_src={k_shape}, got shape "
+                "{src_padding_mask_shape}"
+            ).format(k_shape=k.shape[2], src_padding_mask_shape=tuple(src_padding_mask.shape)))
         mask = src_padding_mask[:, None, None, :]  # (batch, 1, 1, n_src)
     return scaled_dot_product_attention(q, k, v, mask=mask)
 
@@ -97,11 +107,13 @@ def memory_keys_values(attention: MultiHeadAttention, memory) -> tuple[torch.Ten
     Used in lesson 15.
     """
     require_instance("attention", attention, MultiHeadAttention,
-                     "a course_utils.nn.attention.MultiHeadAttention")
+                     _("a course_utils.nn.attention.MultiHeadAttention"))
     memory = require_tensor("memory", memory, "(batch, n_src, d_model)")
     if memory.dim() != 3 or memory.shape[-1] != attention.d_model:
-        raise ValueError(f"memory should be (batch, n_src, d_model) with d_model="
-                         f"{attention.d_model}, got shape {tuple(memory.shape)}")
+        raise ValueError(_(
+            "memory should be (batch, n_src, d_model) with d_model={d_model}, got shape "
+            "{memory_shape}"
+        ).format(d_model=attention.d_model, memory_shape=tuple(memory.shape)))
     k = split_heads(attention.w_k(memory), attention.num_heads)  # (batch, heads, n_src, d_k)
     v = split_heads(attention.w_v(memory), attention.num_heads)  # (batch, heads, n_src, d_k)
     return k, v

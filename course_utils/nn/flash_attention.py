@@ -38,6 +38,7 @@ from course_utils.checks import (
     require_same_dtype,
     require_tensor,
 )
+from course_utils.language import _
 from course_utils.nn.online_softmax import online_softmax_update
 
 DEFAULT_BLOCK_SIZE = 64
@@ -52,27 +53,35 @@ def _require_inputs(q, k, v, causal, block_size, window, sink):
     require_positive_int("block_size", block_size)
     if window is not None and (not isinstance(window, int) or isinstance(window, bool)
                                or window < 0):
-        raise ValueError(f"window should be None or an int >= 0, got {window!r}")
+        raise ValueError(_(
+            "window should be None or an int >= 0, got {window!r}"
+        ).format(window=window))
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or q.shape[:2] != k.shape[:2] \
             or k.shape[:2] != v.shape[:2] or q.shape[-1] != k.shape[-1] \
             or k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            "expected q (batch, heads, n_q, d_k), k (batch, heads, n_k, d_k) and "
-            "v (batch, heads, n_k, d_v) with the same batch and heads, got shapes "
-            f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+            _(
+                "expected q (batch, heads, n_q, d_k), k (batch, heads, n_k, d_k) and v (batch, "
+                "heads, n_k, d_v) with the same batch and heads, got shapes {q_shape}, {k_shape} "
+                "and {v_shape}"
+            ).format(q_shape=tuple(q.shape), k_shape=tuple(k.shape), v_shape=tuple(v.shape))
         )
     if sink is not None:
         sink = require_tensor("sink", sink, "(heads)")
         if sink.shape != q.shape[1:2]:
-            raise ValueError(f"sink should have shape (heads,) = ({q.shape[1]},), one logit "
-                             f"per head, got shape {tuple(sink.shape)}")
+            raise ValueError(_(
+                "sink should have shape (heads,) = ({q_shape},), one logit per head, got shape "
+                "{sink_shape}"
+            ).format(q_shape=q.shape[1], sink_shape=tuple(sink.shape)))
     require_same_dtype(q=q, k=k, v=v, sink=sink)
     require_same_device(q=q, k=k, v=v, sink=sink)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if (causal or window is not None) and n_k < n_q:
         raise ValueError(
-            f"a causal mask or a window places the queries at the last n_q key positions, so "
-            f"it needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+            _(
+                "a causal mask or a window places the queries at the last n_q key positions, so "
+                "it needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+            ).format(n_q=n_q, n_k=n_k)
         )
 
 
@@ -91,10 +100,13 @@ def attention_tiles(n_q: int, n_k: int, block_size: int, causal: bool = False,
     require_bool("causal", causal)
     if window is not None and (not isinstance(window, int) or isinstance(window, bool)
                                or window < 0):
-        raise ValueError(f"window should be None or an int >= 0, got {window!r}")
+        raise ValueError(_(
+            "window should be None or an int >= 0, got {window!r}"
+        ).format(window=window))
     if (causal or window is not None) and n_k < n_q:
-        raise ValueError(f"a causal mask or a window needs n_k >= n_q, got n_q={n_q} and "
-                         f"n_k={n_k}")
+        raise ValueError(_(
+            "a causal mask or a window needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+        ).format(n_q=n_q, n_k=n_k))
     shift = n_k - n_q  # query i sits at key position i + shift
     tiles = []
     for q_start in range(0, n_q, block_size):
@@ -183,9 +195,12 @@ def flash_backward(q, k, v, output, logsumexp, d_output, causal: bool = False,
     if output.shape != expected or d_output.shape != expected \
             or logsumexp.shape != (*q.shape[:-1], 1):
         raise ValueError(
-            f"expected output and d_output (batch, heads, n_q, d_v) = {expected} and logsumexp "
-            f"(batch, heads, n_q, 1), got shapes {tuple(output.shape)}, "
-            f"{tuple(d_output.shape)} and {tuple(logsumexp.shape)}")
+            _(
+                "expected output and d_output (batch, heads, n_q, d_v) = {expected} and "
+                "logsumexp (batch, heads, n_q, 1), got shapes {output_shape}, {d_output_shape} "
+                "and {logsumexp_shape}"
+            ).format(expected=expected, output_shape=tuple(output.shape),
+                     d_output_shape=tuple(d_output.shape), logsumexp_shape=tuple(logsumexp.shape)))
     scale, shift = 1.0 / math.sqrt(d_k), k.shape[-2] - n_q
     delta = (d_output * output).sum(dim=-1, keepdim=True)  # D: (batch, heads, n_q, 1)
     # A row with no visible key has L = -inf and scores -inf: subtract 0 there, exp gives 0.

@@ -23,13 +23,16 @@ from course_utils.checks import (
     require_temperature,
     require_values,
 )
+from course_utils.language import _
 from course_utils.nn.kv_cache import KVCache
 
 
 def _require_max_len(model: nn.Module) -> int | None:
     if not hasattr(model, "max_len"):
-        raise TypeError(f"model should expose max_len (an int, or None for no limit) as in "
-                        f"course_utils.nn.kv_cache's protocol; {type(model).__name__} has none")
+        raise TypeError(_(
+            "model should expose max_len (an int, or None for no limit) as in "
+            "course_utils.nn.kv_cache's protocol; {kind} has none"
+        ).format(kind=type(model).__name__))
     max_len = model.max_len
     return None if max_len is None else require_positive_int("model.max_len", max_len)
 
@@ -41,13 +44,16 @@ def _require_pickable(name: str, logits: torch.Tensor) -> torch.Tensor:
     require_values(name, logits)
     nan_rows = logits.isnan().any(dim=-1)  # (batch,)
     if bool(nan_rows.any()):
-        raise ValueError(f"{name} should be numbers (or -inf), got NaN in row(s) "
-                         f"{nan_rows.nonzero()[:, 0].tolist()}: no token can be picked from "
-                         f"them; find where the NaN is born")
+        raise ValueError(_(
+            "{name} should be numbers (or -inf), got NaN in row(s) {value}: no token can be "
+            "picked from them; find where the NaN is born"
+        ).format(name=name, value=nan_rows.nonzero()[:, 0].tolist()))
     blocked_rows = (logits == float("-inf")).all(dim=-1)
     if bool(blocked_rows.any()):
-        raise ValueError(f"{name} should leave each row at least one token above -inf, got "
-                         f"row(s) {blocked_rows.nonzero()[:, 0].tolist()} all -inf")
+        raise ValueError(_(
+            "{name} should leave each row at least one token above -inf, got row(s) {value} all "
+            "-inf"
+        ).format(name=name, value=blocked_rows.nonzero()[:, 0].tolist()))
     return logits
 
 
@@ -65,20 +71,25 @@ def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
             or logits.dim() != 2:
         got = (f"{logits.dtype} of shape {tuple(logits.shape)}"
                if isinstance(logits, torch.Tensor) else type(logits).__name__)
-        raise TypeError(f"logits should be a float tensor (batch, vocab_size), got {got}")
+        raise TypeError(_(
+            "logits should be a float tensor (batch, vocab_size), got {got}"
+        ).format(got=got))
     temperature = require_temperature("temperature", temperature)
     if top_k is not None:
         require_positive_int("top_k", top_k)
         if top_k > logits.shape[-1]:
-            raise ValueError(f"top_k should be at most vocab_size={logits.shape[-1]}, "
-                             f"got {top_k}")
+            raise ValueError(_(
+                "top_k should be at most vocab_size={logits_shape}, got {top_k}"
+            ).format(logits_shape=logits.shape[-1], top_k=top_k))
     require_generator("generator", generator)
     _require_pickable("logits", logits)
     if temperature == 0:
         return logits.argmax(dim=-1)
     if generator is None:
-        raise ValueError("sampling (temperature > 0) draws with a generator: pass "
-                         "generator=torch.Generator().manual_seed(seed)")
+        raise ValueError(_(
+            "sampling (temperature > 0) draws with a generator: pass "
+            "generator=torch.Generator().manual_seed(seed)"
+        ))
     scaled = logits.float() / temperature
     if top_k is not None:
         # Keep exactly the top_k largest (ties broken by torch.topk), -inf elsewhere.
@@ -105,11 +116,13 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
 
     Used in lessons 12, 14 and 17.
     """
-    require_instance("model", model, nn.Module, "a torch.nn.Module")
+    require_instance("model", model, nn.Module, _("a torch.nn.Module"))
     tokens = require_int_tensor("tokens", tokens, "(batch, seq_len)", "token ids")
     if tokens.shape[0] == 0 or tokens.shape[1] == 0:
-        raise ValueError(f"tokens should hold at least one token per sequence (a prompt), "
-                         f"got shape {tuple(tokens.shape)}")
+        raise ValueError(_(
+            "{name} should hold at least one token per sequence (a prompt), got shape "
+            "{tokens_shape}"
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape)))
     require_positive_int("max_new_tokens", max_new_tokens)
     require_bool("use_cache", use_cache)
     require_temperature("temperature", temperature)
@@ -117,21 +130,26 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
         require_positive_int("top_k", top_k)
     require_generator("generator", generator)
     if temperature > 0 and generator is None:
-        raise ValueError("sampling (temperature > 0) draws with a generator: pass "
-                         "generator=torch.Generator().manual_seed(seed)")
+        raise ValueError(_(
+            "sampling (temperature > 0) draws with a generator: pass "
+            "generator=torch.Generator().manual_seed(seed)"
+        ))
     max_len = _require_max_len(model)
     fed = tokens.shape[1] + max_new_tokens - 1  # the last token is produced, never fed
     if use_cache and max_len is not None and fed > max_len:
         raise ValueError(
-            f"with use_cache=True the model reads seq_len + max_new_tokens - 1 = "
-            f"{tokens.shape[1]} + {max_new_tokens} - 1 = {fed} positions, more than its "
-            f"max_len={max_len}; generate fewer tokens, or pass use_cache=False to crop the "
-            f"context to the last {max_len} tokens"
+            _(
+                "with use_cache=True the model reads seq_len + max_new_tokens - 1 = "
+                "{tokens_shape} + {max_new_tokens} - 1 = {fed} positions, more than its "
+                "max_len={max_len}; generate fewer tokens, or pass use_cache=False to crop the "
+                "context to the last {max_len} tokens"
+            ).format(tokens_shape=tokens.shape[1], max_new_tokens=max_new_tokens, fed=fed,
+                     max_len=max_len)
         )
     cache = KVCache() if use_cache else None
     out = tokens
     feed = tokens  # (batch, n_new): what the model has not read yet
-    for _ in range(max_new_tokens):
+    for _step in range(max_new_tokens):
         if cache is None and max_len is not None:
             feed = out[:, -max_len:]
         logits = model(feed, cache=cache)  # (batch, n_new, vocab_size)
@@ -140,8 +158,10 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
                 and logits.dim() == 3 and logits.shape[:2] == feed.shape):
             got = (f"{logits.dtype} of shape {tuple(logits.shape)}"
                    if isinstance(logits, torch.Tensor) else type(logits).__name__)
-            raise ValueError(f"{returned} should be a float tensor (batch, n_new, vocab_size) "
-                             f"with (batch, n_new) = {tuple(feed.shape)}, got {got}")
+            raise ValueError(_(
+                "{returned} should be a float tensor (batch, n_new, vocab_size) with (batch, "
+                "n_new) = {feed_shape}, got {got}"
+            ).format(returned=returned, feed_shape=tuple(feed.shape), got=got))
         _require_pickable(returned, logits[:, -1])
         chosen = next_token(logits[:, -1], temperature, top_k, generator)  # (batch,)
         out = torch.cat((out, chosen[:, None].to(out.dtype)), dim=1)

@@ -46,6 +46,7 @@ from course_utils.checks import (
     require_same_device,
     require_tensor,
 )
+from course_utils.language import _
 from course_utils.nn.attention import merge_heads, scaled_dot_product_attention, split_heads
 from course_utils.nn.kv_cache import KVCache
 from course_utils.nn.positions import apply_rope
@@ -90,7 +91,9 @@ class MultiHeadLatentAttention(nn.Module):
         self.d_k = require_divisible(d_model, num_heads)
         require_positive_int("kv_latent_dim", kv_latent_dim)
         if require_positive_int("rope_dim", rope_dim) % 2:
-            raise ValueError(f"rope_dim should be even (RoPE turns pairs of dims), got {rope_dim}")
+            raise ValueError(_(
+                "rope_dim should be even (RoPE turns pairs of dims), got {rope_dim}"
+            ).format(rope_dim=rope_dim))
         require_positive_number("rope_base", rope_base)
         self.d_model, self.num_heads = d_model, num_heads
         self.kv_latent_dim, self.rope_dim, self.rope_base = kv_latent_dim, rope_dim, rope_base
@@ -120,15 +123,17 @@ class MultiHeadLatentAttention(nn.Module):
         x = require_tensor("x", x, "(batch, n_q, d_model)")
         require_bool("need_weights", need_weights)
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x should have shape (batch, n_q, d_model) with d_model="
-                             f"{self.d_model}, got shape {tuple(x.shape)}")
+            raise ValueError(_(
+                "x should have shape (batch, n_q, d_model) with d_model={d_model}, got shape "
+                "{shape}"
+            ).format(d_model=self.d_model, shape=tuple(x.shape)))
         require_matches_module("x", x, self)
         past = held = 0
         if cache is not None:
-            require_instance("cache", cache, KVCache, "a course_utils.nn.kv_cache.KVCache")
+            require_instance("cache", cache, KVCache, _("a course_utils.nn.kv_cache.KVCache"))
             past = cache.layer_seq_len(layer)
             held = cache.layer_held(layer)
-        batch, n_q, _ = x.shape
+        batch, n_q, _d_model = x.shape
         if mask is not None:
             require_same_device(x=x, mask=mask)
             require_bool_mask(mask, torch.Size((batch, self.num_heads, n_q, held + n_q)),

@@ -34,6 +34,7 @@ from course_utils.checks import (
     require_same_dtype,
     require_tensor,
 )
+from course_utils.language import _
 
 FORMS = ("parallel", "recurrent", "chunkwise")
 _QK = "(batch, heads, seq_len, d_k)"
@@ -48,24 +49,31 @@ def _require_sequences(q, k, v, beta=None, alpha=None, form="parallel", chunk_si
     require_tensor("v", v, _V)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
-            raise ValueError(f"{name} should have shape {_QK if name != 'v' else _V} "
-                             f"(4 dims), got shape {tuple(t.shape)}")
+            raise ValueError(_(
+                "{name} should have shape {value} (4 dims), got shape {t_shape}"
+            ).format(name=name, value=_QK if name != 'v' else _V, t_shape=tuple(t.shape)))
     if q.shape != k.shape:
-        raise ValueError(f"q and k should have the same shape {_QK}, got q {tuple(q.shape)} "
-                         f"and k {tuple(k.shape)}")
+        raise ValueError(_(
+            "q and k should have the same shape {_QK}, got q {q_shape} and k {k_shape}"
+        ).format(_QK=_QK, q_shape=tuple(q.shape), k_shape=tuple(k.shape)))
     if v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"v should have shape {_V} with the (batch, heads, seq_len) of k "
-                         f"{tuple(k.shape[:3])}, got shape {tuple(v.shape)}")
+        raise ValueError(_(
+            "v should have shape {_V} with the (batch, heads, seq_len) of k {k_shape}, got shape "
+            "{v_shape}"
+        ).format(_V=_V, k_shape=tuple(k.shape[:3]), v_shape=tuple(v.shape)))
     for name, gate in (("beta", beta), ("alpha", alpha)):
         if gate is None:
             continue
         require_tensor(name, gate, _GATE)
         if gate.shape != k.shape[:3]:
-            raise ValueError(f"{name} should have shape {_GATE} = {tuple(k.shape[:3])}, "
-                             f"got shape {tuple(gate.shape)}")
+            raise ValueError(_(
+                "{name} should have shape {_GATE} = {k_shape}, got shape {gate_shape}"
+            ).format(name=name, _GATE=_GATE, k_shape=tuple(k.shape[:3]),
+                     gate_shape=tuple(gate.shape)))
     if alpha is not None and not bool(((alpha > 0) & (alpha <= 1)).all()):
-        raise ValueError(f"alpha should hold decays in (0, 1], got values from "
-                         f"{alpha.min().item():.3g} to {alpha.max().item():.3g}")
+        raise ValueError(_(
+            "alpha should hold decays in (0, 1], got values from {value:.3g} to {value2:.3g}"
+        ).format(value=alpha.min().item(), value2=alpha.max().item()))
     require_same_dtype(q=q, k=k, v=v, beta=beta, alpha=alpha)
     require_same_device(q=q, k=k, v=v, beta=beta, alpha=alpha)
     require_one_of("form", form, FORMS)
@@ -130,15 +138,20 @@ def _require_step(state, q, k, v, beta=None, alpha=None):
                 "v": (*state.shape[:-2], state.shape[-1])}
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.shape != expected[name]:
-            raise ValueError(f"{name} should have shape {tuple(expected[name])} to match state "
-                             f"{tuple(state.shape)} (batch, heads, d_k, d_v), got shape "
-                             f"{tuple(t.shape)}")
+            raise ValueError(_(
+                "{name} should have shape {expected} to match state {state_shape} (batch, heads, "
+                "d_k, d_v), got shape {t_shape}"
+            ).format(name=name, expected=tuple(expected[name]), state_shape=tuple(state.shape),
+                     t_shape=tuple(t.shape)))
     for name, gate in (("beta", beta), ("alpha", alpha)):
         if gate is not None:
             require_tensor(name, gate, "(batch, heads)")
             if gate.shape != state.shape[:-2]:
-                raise ValueError(f"{name} should have shape (batch, heads) = "
-                                 f"{tuple(state.shape[:-2])}, got shape {tuple(gate.shape)}")
+                raise ValueError(_(
+                    "{name} should have shape (batch, heads) = {state_shape}, got shape "
+                    "{gate_shape}"
+                ).format(name=name, state_shape=tuple(state.shape[:-2]),
+                         gate_shape=tuple(gate.shape)))
     require_same_dtype(state=state, q=q, k=k, v=v, beta=beta, alpha=alpha)
     require_same_device(state=state, q=q, k=k, v=v, beta=beta, alpha=alpha)
 

@@ -25,6 +25,7 @@ from course_utils.checks import (
     require_positive_number,
     require_tensor,
 )
+from course_utils.language import _
 
 
 class RMSNorm(nn.Module):
@@ -46,8 +47,10 @@ class RMSNorm(nn.Module):
         x = require_matches_module("x", require_tensor("x", x, "(..., d_model)"), self)
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(
-                f"x should have d_model={self.weight.shape[0]} features in its last dim, got "
-                f"shape {tuple(x.shape)}"
+                _(
+                    "x should have d_model={weight_shape} features in its last dim, got shape "
+                    "{shape}"
+                ).format(weight_shape=self.weight.shape[0], shape=tuple(x.shape))
             )
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         normed = wide * torch.rsqrt(wide.square().mean(dim=-1, keepdim=True) + self.eps)
@@ -80,7 +83,9 @@ class SwiGLUFeedForward(nn.Module):
         x = require_matches_module("x", require_tensor("x", x, "(batch, seq_len, d_model)"), self)
         if x.shape[-1] != self.gate.in_features:
             raise ValueError(
-                f"x should have d_model={self.gate.in_features} features in its last dim, got "
-                f"shape {tuple(x.shape)}"
+                _(
+                    "x should have d_model={in_features} features in its last dim, got shape "
+                    "{shape}"
+                ).format(in_features=self.gate.in_features, shape=tuple(x.shape))
             )
         return self.down(F.silu(self.gate(x)) * self.up(x))

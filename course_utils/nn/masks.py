@@ -92,8 +92,8 @@ def _lengths_tensor(lengths, device) -> tuple[torch.Tensor, int | None]:
     The values are checked where they are (a list: on the CPU); on the meta device they are
     unknown, and the longest length is None.
     """
-    message = ("lengths should be a list or 1-D integer tensor of real lengths (batch,), got "
-               f"{type(lengths).__name__} {lengths!r}")
+    message = _("lengths should be a list or 1-D integer tensor of real lengths (batch,), got "
+                "{kind} {lengths!r}").format(kind=type(lengths).__name__, lengths=lengths)
     if lengths is None or isinstance(lengths, (str, bytes)):
         raise TypeError(message)
     try:
@@ -103,15 +103,19 @@ def _lengths_tensor(lengths, device) -> tuple[torch.Tensor, int | None]:
     if tensor.dim() != 1 or tensor.is_floating_point() or tensor.is_complex() \
             or tensor.dtype == torch.bool:
         raise ValueError(
-            f"lengths should be a 1-D list of integer lengths (batch,), got "
-            f"{tensor.dtype} of shape {tuple(tensor.shape)}"
+            _(
+                "lengths should be a 1-D list of integer lengths (batch,), got {tensor_dtype} of "
+                "shape {tensor_shape}"
+            ).format(tensor_dtype=tensor.dtype, tensor_shape=tuple(tensor.shape))
         )
     if len(tensor) == 0:
-        raise ValueError("lengths should hold one length per sequence, got none")
+        raise ValueError(_("lengths should hold one length per sequence, got none"))
     longest = None
     if tensor.device.type != "meta":
         if (tensor < 0).any():
-            raise ValueError(f"lengths should be non-negative, got {tensor.tolist()}")
+            raise ValueError(_(
+                "lengths should be non-negative, got {value}"
+            ).format(value=tensor.tolist()))
         longest = int(tensor.max())
     return (tensor if device is None else tensor.to(device)), longest
 
@@ -130,12 +134,16 @@ def padding_mask(lengths, max_len: int | None = None, *, device=None) -> torch.T
     lengths, longest = _lengths_tensor(lengths, device)
     if max_len is None:
         if not longest:
-            raise ValueError("pass max_len: every length is 0, or the lengths are on the "
-                             "meta device where their values are unknown")
+            raise ValueError(_(
+                "pass max_len: every length is 0, or the lengths are on the meta device where "
+                "their values are unknown"
+            ))
         max_len = longest
     require_positive_int("max_len", max_len)
     if longest is not None and max_len < longest:
-        raise ValueError(f"max_len={max_len} is shorter than the longest length {longest}")
+        raise ValueError(_(
+            "max_len={max_len} is shorter than the longest length {longest}"
+        ).format(max_len=max_len, longest=longest))
     positions = torch.arange(max_len, device=lengths.device)  # (max_len,)
     return (positions < lengths[:, None])[:, None, :]  # (batch, 1, max_len)
 
@@ -148,8 +156,10 @@ def _require_key_padding(mask) -> torch.Tensor:
     if mask.dim() == 2:
         return mask
     raise ValueError(
-        f"expected a key padding mask of shape (batch, 1, n_k) as padding_mask() makes it "
-        f"(or (batch, n_k)), got shape {tuple(mask.shape)}"
+        _(
+            "expected a key padding mask of shape (batch, 1, n_k) as padding_mask() makes it (or "
+            "(batch, n_k)), got shape {mask_shape}"
+        ).format(mask_shape=tuple(mask.shape))
     )
 
 
@@ -175,7 +185,7 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
     Used in lesson 05.
     """
     if not masks:
-        raise ValueError("combine_masks needs at least one bool mask, got none")
+        raise ValueError(_("combine_masks needs at least one bool mask, got none"))
     for mask in masks:
         require_bool_mask(mask, getattr(mask, "shape", ()), "(..., n_q, n_k)")
     try:
@@ -183,9 +193,11 @@ def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
     except RuntimeError:
         shapes = ", ".join(str(tuple(mask.shape)) for mask in masks)
         raise ValueError(
-            f"masks of shapes {shapes} do not broadcast together; a padding mask is "
-            "(batch, 1, n_k) for scores (batch, n_q, n_k) and (batch, 1, 1, n_k) for scores "
-            "(batch, num_heads, n_q, n_k)"
+            _(
+                "masks of shapes {shapes} do not broadcast together; a padding mask is (batch, "
+                "1, n_k) for scores (batch, n_q, n_k) and (batch, 1, 1, n_k) for scores (batch, "
+                "num_heads, n_q, n_k)"
+            ).format(shapes=shapes)
         ) from None
     require_same_device(**{f"mask {index}": mask for index, mask in enumerate(masks)})
     combined = masks[0]
@@ -213,10 +225,12 @@ def to_mha_convention(mask: torch.Tensor, *, key_padding: bool = False) -> torch
 def _require_fill(fill, dtype: torch.dtype) -> float:
     """A blocking fill value: negative, and representable in ``dtype`` (or exactly -inf)."""
     if isinstance(fill, bool) or not isinstance(fill, (int, float)):
-        raise TypeError(f"fill should be a number such as float('-inf'), got {type(fill).__name__}")
+        raise TypeError(_(
+            "fill should be a number such as float('-inf'), got {kind}"
+        ).format(kind=type(fill).__name__))
     fill = float(fill)
     if not fill < 0:
-        raise ValueError(f"fill should be negative to block a key, got {fill}")
+        raise ValueError(_("fill should be negative to block a key, got {fill}").format(fill=fill))
     if fill != float("-inf") and torch.tensor(fill, dtype=torch.float64).to(dtype).isinf():
         # Lesson 05 prints this message, so it is in the reader's language.
         raise ValueError(_(

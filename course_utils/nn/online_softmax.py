@@ -17,6 +17,7 @@ from course_utils.checks import (
     require_same_device,
     require_tensor,
 )
+from course_utils.language import _
 
 
 def online_softmax_update(running_max, running_sum, running_out, scores, values):
@@ -44,10 +45,15 @@ def online_softmax_update(running_max, running_sum, running_out, scores, values)
     if (running_max.shape[-2:] != (n_q, 1) or running_sum.shape[-2:] != (n_q, 1)
             or running_out.shape[-2:] != (n_q, d_v) or values.shape[-2] != block):
         raise ValueError(
-            "expected running_max and running_sum (..., n_q, 1), running_out (..., n_q, d_v), "
-            "scores (..., n_q, block) and values (..., block, d_v), got shapes "
-            f"{tuple(running_max.shape)}, {tuple(running_sum.shape)}, "
-            f"{tuple(running_out.shape)}, {tuple(scores.shape)} and {tuple(values.shape)}"
+            _(
+                "expected running_max and running_sum (..., n_q, 1), running_out (..., n_q, "
+                "d_v), scores (..., n_q, block) and values (..., block, d_v), got shapes "
+                "{running_max_shape}, {running_sum_shape}, {running_out_shape}, {scores_shape} "
+                "and {values_shape}"
+            ).format(running_max_shape=tuple(running_max.shape),
+                     running_sum_shape=tuple(running_sum.shape),
+                     running_out_shape=tuple(running_out.shape), scores_shape=tuple(scores.shape),
+                     values_shape=tuple(values.shape))
         )
     require_same_device(running_max=running_max, running_sum=running_sum,
                         running_out=running_out, scores=scores, values=values)
@@ -92,19 +98,25 @@ def chunked_attention(q, k, v, block_size: int = 128, window: int | None = None,
     require_positive_int("block_size", block_size)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), got shapes "
-            f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+            _(
+                "expected q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), got shapes "
+                "{q_shape}, {k_shape} and {v_shape}"
+            ).format(q_shape=tuple(q.shape), k_shape=tuple(k.shape), v_shape=tuple(v.shape))
         )
     if window is not None and (not isinstance(window, int) or isinstance(window, bool)
                                or window < 0):
-        raise ValueError(f"window should be None or an int >= 0, got {window!r}")
+        raise ValueError(_(
+            "window should be None or an int >= 0, got {window!r}"
+        ).format(window=window))
     require_bool("causal", causal)
     require_same_device(q=q, k=k, v=v)
     n_q, n_k = q.shape[-2], k.shape[-2]
     if (window is not None or causal) and n_k < n_q:
         raise ValueError(
-            f"a window or causal mask places the queries at the last n_q key positions, so "
-            f"it needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+            _(
+                "a window or causal mask places the queries at the last n_q key positions, so it "
+                "needs n_k >= n_q, got n_q={n_q} and n_k={n_k}"
+            ).format(n_q=n_q, n_k=n_k)
         )
     shift = n_k - n_q  # query i sits at key position i + shift
     scale = 1.0 / math.sqrt(q.shape[-1])

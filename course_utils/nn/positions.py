@@ -23,6 +23,7 @@ from course_utils.checks import (
     require_same_device,
     require_tensor,
 )
+from course_utils.language import _
 
 
 def rope_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
@@ -35,7 +36,7 @@ def rope_frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.f
     Used in lessons 11 and 14.
     """
     if require_positive_int("d", d) % 2:
-        raise ValueError(f"d should be even (RoPE turns pairs of dims), got {d}")
+        raise ValueError(_("d should be even (RoPE turns pairs of dims), got {d}").format(d=d))
     require_positive_number("base", base)
     dtype = require_float_dtype("dtype", dtype)
     return 1.0 / (base ** (torch.arange(0, d, 2, dtype=dtype) / d))
@@ -75,13 +76,17 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     require_same_device(x=x, positions=positions)
     if x.shape[-1] % 2:
         raise ValueError(
-            f"x should have an even last dim d (RoPE turns pairs of dims), got shape "
-            f"{tuple(x.shape)}"
+            _(
+                "x should have an even last dim d (RoPE turns pairs of dims), got shape {shape}"
+            ).format(shape=tuple(x.shape))
         )
     if positions.shape[0] != x.shape[-2]:
         raise ValueError(
-            f"positions should have one entry per row of x: x {tuple(x.shape)} has seq_len "
-            f"{x.shape[-2]}, positions has shape {tuple(positions.shape)}"
+            _(
+                "positions should have one entry per row of x: x {shape} has seq_len {shape2}, "
+                "positions has shape {positions_shape}"
+            ).format(shape=tuple(x.shape), shape2=x.shape[-2],
+                     positions_shape=tuple(positions.shape))
         )
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     frequencies = _frequencies(x.shape[-1], base, dtype).to(x.device)  # (d / 2,)
@@ -102,7 +107,9 @@ def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
     require_positive_int("seq_len", seq_len)
     require_positive_int("d_model", d_model)
     if d_model % 2:
-        raise ValueError(f"d_model should be even (sin/cos pairs), got {d_model}")
+        raise ValueError(_(
+            "d_model should be even (sin/cos pairs), got {d_model}"
+        ).format(d_model=d_model))
     position = torch.arange(seq_len, dtype=torch.float32)[:, None]  # (seq_len, 1)
     frequency = torch.exp(  # (d_model / 2,) = 1 / 10000^(2i/d_model)
         torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)

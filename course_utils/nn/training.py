@@ -13,6 +13,7 @@ from course_utils.checks import (
     require_positive_int,
     require_positive_number,
 )
+from course_utils.language import _
 from course_utils.progress import TRAINING_STEPS, Progress
 
 
@@ -28,7 +29,7 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
 
     Used in lessons 07, 08, 11 and 13.
     """
-    require_instance("model", model, nn.Module, "a torch.nn.Module")
+    require_instance("model", model, nn.Module, _("a torch.nn.Module"))
     require_callable("loss_at_step", loss_at_step)
     steps = require_positive_int("steps", steps)
     require_positive_number("lr", lr)
@@ -52,12 +53,14 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
 def _step(loss, optimizer, schedule, model: nn.Module, max_grad_norm: float | None) -> float:
     """One update from ``loss``; returns its value."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise ValueError("loss_at_step(step) should return a scalar loss tensor, got "
-                         f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
+        raise ValueError(_(
+            "loss_at_step(step) should return a scalar loss tensor, got {kind} {value}"
+        ).format(kind=type(loss).__name__, value=getattr(loss, 'shape', '')))
     if not loss.requires_grad:
-        raise ValueError("loss_at_step(step) returned a loss without a gradient: it must be "
-                         "computed from the model's output, not under torch.no_grad() "
-                         "or after .detach()")
+        raise ValueError(_(
+            "loss_at_step(step) returned a loss without a gradient: it must be computed from the "
+            "model's output, not under torch.no_grad() or after .detach()"
+        ))
     optimizer.zero_grad()
     loss.backward()
     if max_grad_norm is not None:

@@ -26,9 +26,13 @@ _COLOURS = {"input": "#dbe9f6", "projection": "#fde9c9", "scores": "#f6d5d5",
 def _size(name: str, value) -> str:
     """A size as text: an int as itself, a string (a name such as ``"d_k"``) unchanged."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{name} should be an int or a name (str), got {type(value).__name__}")
+        raise TypeError(_(
+            "{name} should be an int or a name (str), got {kind}"
+        ).format(name=name, kind=type(value).__name__))
     if isinstance(value, int) and value < 1:
-        raise ValueError(f"{name} should be a positive int, got {value}")
+        raise ValueError(_(
+            "{name} should be a positive int, got {value}"
+        ).format(name=name, value=value))
     return str(value)
 
 

@@ -82,7 +82,9 @@ from course_utils.views.explorer_model import (
 def _require_toggles(toggles) -> tuple[str, ...]:
     if isinstance(toggles, str) or not isinstance(toggles, Sequence) or (
             set(toggles) - set(TOGGLES)):
-        raise ValueError(f"toggles should be a subset of {TOGGLES}, got {toggles!r}")
+        raise ValueError(_(
+            "toggles should be a subset of {TOGGLES}, got {toggles!r}"
+        ).format(TOGGLES=TOGGLES, toggles=toggles))
     return tuple(toggles)
 
 
@@ -107,8 +109,8 @@ class AttentionExplorer:
         self.example = pronoun_example() if example is None else example
         examples = [self.example, *sentences]
         for item in examples:
-            require_instance("example", item, AttentionExample, "an AttentionExample")
-        require_one_of("temperature (a value of the slider)", temperature, TEMPERATURES)
+            require_instance("example", item, AttentionExample, _("an AttentionExample"))
+        require_one_of(_("temperature (a value of the slider)"), temperature, TEMPERATURES)
         self.toggles = _require_toggles(toggles)
         self.examples = tuple(examples)
         self.heatmap, self.steps = bool(heatmap), bool(steps)

@@ -68,7 +68,7 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
             f'<span style="display: block; width: {width}px; height: 14px; '
             f'background: {_BAR_COLOUR};"></span></span>'
             f'<span class="attn-explorer-weight" data-key="{key}" style="{style}">'
-            f'{weight:.3f}</span><span style="color: #888;">{note}</span></div>'
+            f'{weight:.3f}</span><span style="color: #666;">{note}</span></div>'
         )
     summary = _("largest weight {0} on {1} · entropy {2} nats (uniform: {3})")
     lines.append("<div>" + summary.format(
@@ -77,6 +77,11 @@ def render_row_html(state: ExplorerState, d_k: int, settings: str | None = None)
         f'<b class="attn-explorer-entropy">{state.entropy:.3f}</b>',
         f'{math.log(len(state.tokens)):.3f}') + "</div></div>")
     return "\n".join(lines)
+
+
+# A weight above this is written in white on its red cell, at or below it in black: where
+# both keep WCAG AA's 4.5:1 contrast on rgba(192, 57, 43, w) over white (explorer.js agrees).
+INK_SWITCH = 0.89
 
 
 def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int) -> str:
@@ -97,7 +102,7 @@ def render_heatmap_html(weights: torch.Tensor, tokens: Sequence[str], query: int
         outline = "outline: 2px solid #1f4e79;" if i == query else ""
         cells = "".join(
             f'<td style="{cell} background: rgba(192, 57, 43, {w:.3f}); '
-            f'color: {"white" if w > 0.5 else "black"};">{w:.2f}</td>'
+            f'color: {"white" if w > INK_SWITCH else "black"};">{w:.2f}</td>'
             for w in row
         )
         css = ' class="attn-explorer-query-row"' if i == query else ""
@@ -125,6 +130,7 @@ UI_TEXT = {
     "temperature": N_("temperature "),
     "layer": N_("layer"),
     "head": N_("head"),
+    "sentence": N_("sentence"),
     "layer_n": N_("layer {0}"),
     "head_n": N_("head {0}"),
     "layer_head": N_("layer {0}, head {1}"),

@@ -50,7 +50,8 @@ class AttentionExample:
     def __post_init__(self):
         n = len(self.tokens)
         if n == 0:
-            raise ValueError("tokens should hold at least one token, got none")
+            raise ValueError(_("{name} should hold at least one token, got none").format(
+                name="tokens"))
         for name in ("queries", "keys", "values"):
             value = getattr(self, name)
             if name == "values" and value is None:
@@ -60,15 +61,23 @@ class AttentionExample:
                 got = (f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                        else type(value).__name__)
                 shape = notation.format(n=n)
-                raise ValueError(f"{name} should be a tensor {shape}, got {got}")
+                raise ValueError(_(
+                    "{name} should be a tensor {shape}, got {got}"
+                ).format(name=name, shape=shape, got=got))
             if not torch.isfinite(value).all():
-                raise ValueError(f"{name} should hold finite numbers, got NaN or inf")
+                raise ValueError(_(
+                    "{name} should hold finite numbers, got NaN or inf"
+                ).format(name=name))
         if self.queries.shape != self.keys.shape:
             queries, keys = tuple(self.queries.shape), tuple(self.keys.shape)
-            raise ValueError(f"queries {queries} and keys {keys} should both be (seq_len, d_k)")
+            raise ValueError(_(
+                "queries {queries} and keys {keys} should both be (seq_len, d_k)"
+            ).format(queries=queries, keys=keys))
         if not 0 <= self.default_query < n:
             raise ValueError(
-                f"default_query should be in 0..{n - 1}, got {self.default_query}")
+                _(
+                    "default_query should be in 0..{value}, got {default_query}"
+                ).format(value=n - 1, default_query=self.default_query))
 
     @property
     def d_k(self) -> int:
@@ -82,16 +91,23 @@ class AttentionExample:
     def index(self, query: int | str) -> int:
         """The position of ``query``: an index, or a word that occurs exactly once."""
         if isinstance(query, bool) or not isinstance(query, int | str):
-            raise TypeError(f"query should be a token index or a word, got {query!r}")
+            raise TypeError(_(
+                "query should be a token index or a word, got {query!r}"
+            ).format(query=query))
         if isinstance(query, str):
             positions = [i for i, token in enumerate(self.tokens) if token == query]
             if len(positions) != 1:
-                found = "does not occur" if not positions else f"occurs at {positions}"
-                raise ValueError(
-                    f"query {query!r} {found} in {list(self.tokens)}; pass its index instead")
+                message = (_("query {query!r} does not occur in {tokens}; pass its index instead")
+                           if not positions else
+                           _("query {query!r} occurs at {positions} in {tokens}; pass its index "
+                             "instead"))
+                raise ValueError(message.format(query=query, positions=positions,
+                                                tokens=list(self.tokens)))
             return positions[0]
         if not 0 <= query < len(self.tokens):
-            raise ValueError(f"query index should be in 0..{len(self.tokens) - 1}, got {query}")
+            raise ValueError(_(
+                "query index should be in 0..{value}, got {query}"
+            ).format(value=len(self.tokens) - 1, query=query))
         return query
 
 
@@ -134,11 +150,15 @@ def in_course_language(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
 def _feature_vector(strengths: Mapping[str, float], features: Sequence[str]) -> list[float]:
     if not isinstance(strengths, Mapping):
         got = type(strengths).__name__
-        raise TypeError(f"feature strengths should be a dict feature -> number, got {got}")
+        raise TypeError(_(
+            "feature strengths should be a dict feature -> number, got {got}"
+        ).format(got=got))
     unknown = set(strengths) - set(features)
     if unknown:
         raise ValueError(
-            f"unknown features {sorted(unknown)}; expected some of {tuple(features)}")
+            _(
+                "unknown features {unknown}; expected some of {features}"
+            ).format(unknown=sorted(unknown), features=tuple(features)))
     return [float(strengths.get(name, 0.0)) for name in features]
 
 
@@ -153,11 +173,13 @@ def example_from_table(table: Sequence[tuple[str, Mapping[str, float], Mapping[s
     Used in lesson 09.
     """
     if not isinstance(table, Sequence) or not table:
-        raise ValueError("table should be a non-empty list of (word, is, looks_for) rows")
+        raise ValueError(_("table should be a non-empty list of (word, is, looks_for) rows"))
     for row in table:
         if not (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)):
-            raise ValueError("each row should be (word, {feature: strength}, "
-                             f"{{feature: strength}}), got {row!r}")
+            raise ValueError(_(
+                "each row should be (word, {{feature: strength}}, {{feature: strength}}), got "
+                "{row!r}"
+            ).format(row=row))
     tokens = tuple(row[0] for row in table)
     keys = torch.tensor([_feature_vector(row[1], features) for row in table])
     queries = torch.tensor([_feature_vector(row[2], features) for row in table])
@@ -215,7 +237,7 @@ def weight_matrix(example: AttentionExample, causal: bool = False, scaled: bool 
 
     Used in lesson 09.
     """
-    require_instance("example", example, AttentionExample, "an AttentionExample")
+    require_instance("example", example, AttentionExample, _("an AttentionExample"))
     return _attend(example, causal, scaled, temperature)[1]
 
 
@@ -270,7 +292,7 @@ def explorer_state(example: AttentionExample, query: int | str | None = None,
 
     Used in lessons 02, 03, 05 and 09.
     """
-    require_instance("example", example, AttentionExample, "an AttentionExample")
+    require_instance("example", example, AttentionExample, _("an AttentionExample"))
     index = example.default_query if query is None else example.index(query)
     matrix = weight_matrix(example, causal=causal, scaled=scaled, temperature=temperature)
     return ExplorerState(tokens=example.tokens, query=index,
@@ -305,7 +327,7 @@ def computation_steps(example: AttentionExample, query: int | str | None = None,
 
     Used in lesson 09.
     """
-    require_instance("example", example, AttentionExample, "an AttentionExample")
+    require_instance("example", example, AttentionExample, _("an AttentionExample"))
     index = example.default_query if query is None else example.index(query)
     scale = _scale(example, scaled, temperature)
     scores = example.keys @ example.queries[index]  # (n_k,)
@@ -332,17 +354,23 @@ def require_attentions(tokens, attentions) -> tuple[tuple[str, ...], torch.Tenso
     """
     if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(
             isinstance(t, str) for t in tokens):
-        raise TypeError(f"tokens should be a list of strings, got {type(tokens).__name__}")
+        raise TypeError(_(
+            "{name} should be a list of strings, got {kind}"
+        ).format(name="tokens", kind=type(tokens).__name__))
     attentions = require_tensor("attentions", attentions, "(num_layers, num_heads, n, n)")
     n = len(tokens)
     if attentions.dim() != 4 or attentions.shape[-2:] != (n, n):
-        raise ValueError(f"attentions should be (num_layers, num_heads, n, n) with n = "
-                         f"len(tokens) = {n}, got shape {tuple(attentions.shape)}")
+        raise ValueError(_(
+            "attentions should be (num_layers, num_heads, n, n) with n = len(tokens) = {n}, got "
+            "shape {attentions_shape}"
+        ).format(n=n, attentions_shape=tuple(attentions.shape)))
     if not attentions.is_floating_point() or not torch.isfinite(attentions).all():
-        raise ValueError("attentions should hold finite floating-point weights")
+        raise ValueError(_("attentions should hold finite floating-point weights"))
     if (attentions < 0).any() or not torch.allclose(
             attentions.double().sum(-1), torch.ones(attentions.shape[:-1], dtype=torch.double),
             atol=1e-3):
-        raise ValueError("attentions should be softmax weights: non-negative, each row "
-                         "(last axis, over keys) summing to 1 within 1e-3")
+        raise ValueError(_(
+            "attentions should be softmax weights: non-negative, each row (last axis, over keys) "
+            "summing to 1 within 1e-3"
+        ))
     return tuple(tokens), attentions.detach().to("cpu", torch.float64)

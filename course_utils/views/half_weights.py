@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import require_instance, require_values
+from course_utils.language import _
 
 HALF_MAX = float(torch.finfo(torch.float16).max)  # 65504: larger weights do not fit
 
@@ -28,12 +29,14 @@ def require_half_weights(model: nn.Module) -> nn.Module:
 
     Used in lessons 12 and 15.
     """
-    require_instance("model", model, nn.Module, "a torch.nn.Module")
+    require_instance("model", model, nn.Module, _("a torch.nn.Module"))
     for name, tensor in model.state_dict().items():
-        require_values(f"model's {name}", tensor)  # the page needs the weights' values
+        require_values(_("model's {name}").format(name=name), tensor)  # the page needs values
         if not torch.isfinite(tensor).all() or tensor.abs().max() > HALF_MAX:
-            raise ValueError(f"model's {name} holds a weight that float16 cannot hold "
-                             f"(inf, NaN or beyond {HALF_MAX:g}): the page could not run it")
+            raise ValueError(_(
+                "model's {name} holds a weight that float16 cannot hold (inf, NaN or beyond "
+                "{HALF_MAX:g}): the page could not run it"
+            ).format(name=name, HALF_MAX=HALF_MAX))
     return model
 
 

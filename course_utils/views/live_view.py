@@ -108,7 +108,7 @@ def export_weights(model: GPT) -> dict:
     model = _require_gpt(model)
     block = model.blocks[0]
     if not isinstance(block.ffn.activation, nn.GELU) or block.ffn.activation.approximate != "none":
-        raise ValueError("model should use the exact GELU (GPT's default): the page computes it")
+        raise ValueError(_("model should use the exact GELU (GPT's default): the page computes it"))
     config = {
         "vocab_size": model.vocab_size, "max_len": model.max_len,
         "d_model": model.token_embedding.embedding_dim, "num_heads": block.self_attn.num_heads,
@@ -117,7 +117,7 @@ def export_weights(model: GPT) -> dict:
     }
     for layer in model.blocks:
         if (layer.norm1.eps, layer.norm2.eps) != (config["eps"], config["eps"]):
-            raise ValueError("model's LayerNorms should share one eps, as GPT builds them")
+            raise ValueError(_("model's LayerNorms should share one eps, as GPT builds them"))
     return {"config": config, **half_weights(model)}
 
 
@@ -193,7 +193,8 @@ def shown_character(char: str) -> str:
     """
     require_instance("char", char, str, "a str")
     if len(char) != 1:
-        raise ValueError(f"char should be one character, got {char!r} ({len(char)} characters)")
+        raise ValueError(_("char should be one character, got {char} ({count} characters)")
+                         .format(char=repr(char), count=len(char)))
     return {" ": "␣", "\n": "↵", "\t": "⇥"}.get(char, char)
 
 
@@ -218,8 +219,10 @@ class LiveModelView:
         self.tokenizer = require_instance("tokenizer", tokenizer, CharTokenizer,
                                           "a course_utils.data.corpus.CharTokenizer")
         if tokenizer.vocab_size != model.vocab_size:
-            raise ValueError(f"tokenizer has {tokenizer.vocab_size} characters but the model "
-                             f"vocab_size={model.vocab_size}: pass the model's own tokenizer")
+            raise ValueError(_("tokenizer has {characters} characters but the model "
+                               "vocab_size={vocab_size}: pass the model's own tokenizer")
+                             .format(characters=tokenizer.vocab_size,
+                                     vocab_size=model.vocab_size))
         self.text = require_instance("text", text, str, "a str")
         config = export_weights(self.model)["config"]
         self.layer = require_int_in_range("layer", layer, 0, config["num_layers"] - 1)
@@ -305,7 +308,8 @@ def live_view_figure(view: LiveModelView, text: str | None = None):
     require_instance("view", view, LiveModelView, "a LiveModelView")
     state = view.state(text)
     if state.attentions is None:
-        raise ValueError(f"text should hold a character the model knows, got {text!r}")
+        raise ValueError(_("text should hold a character the model knows, got {text}")
+                         .format(text=repr(text)))
     shown = [shown_character(char) for char in state.tokens]
     n = len(shown)
     weights = state.attentions[view.layer, view.head].numpy()  # (n, n)

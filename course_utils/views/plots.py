@@ -39,8 +39,10 @@ def _as_grid(matrices) -> torch.Tensor:
     if grid.dim() == 4:
         return grid
     raise ValueError(
-        "show_heatmaps expects (n_q, n_k), (heads, n_q, n_k) or (rows, cols, n_q, n_k), "
-        f"got shape {tuple(grid.shape)}"
+        _(
+            "show_heatmaps expects (n_q, n_k), (heads, n_q, n_k) or (rows, cols, n_q, n_k), got "
+            "shape {grid_shape}"
+        ).format(grid_shape=tuple(grid.shape))
     )
 
 
@@ -86,9 +88,13 @@ def show_heatmaps(
     rows, cols, n_q, n_k = grid.shape
     for name, labels, size in (("xlabels", xlabels, n_k), ("ylabels", ylabels, n_q)):
         if labels is not None and len(labels) != size:
-            raise ValueError(f"{name} should have {size} entries, got {len(labels)}")
+            raise ValueError(_(
+                "{name} should have {size} entries, got {n_labels}"
+            ).format(name=name, size=size, n_labels=len(labels)))
     if titles is not None and len(titles) != rows * cols:
-        raise ValueError(f"titles should have {rows * cols} entries, got {len(titles)}")
+        raise ValueError(_(
+            "titles should have {value} entries, got {n_titles}"
+        ).format(value=rows * cols, n_titles=len(titles)))
     if annotate is None:
         annotate = n_q * n_k <= _MAX_ANNOTATED_CELLS
     finite = grid.isfinite()

@@ -94,7 +94,7 @@ def draw_scaling_state(state: ScalingState):
 
     Used in lesson 03.
     """
-    require_instance("state", state, ScalingState, "a ScalingState (scaling_state())")
+    require_instance("state", state, ScalingState, _("a ScalingState (scaling_state())"))
     fig, (hist, bars) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     std = math.sqrt(state.variance)
     hist.axvspan(-1, 1, color="#dddddd", label=_("±1: unit variance"))

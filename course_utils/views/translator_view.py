@@ -108,11 +108,11 @@ def export_translator(model: Translator) -> dict:
     model = _require_translator(model)
     blocks = [*model.encoder, *model.decoder]
     if not all(isinstance(block.ffn.activation, nn.ReLU) for block in blocks):
-        raise ValueError("model's blocks should use ReLU (the blocks' default): the page "
-                         "computes it")
+        raise ValueError(_("model's blocks should use ReLU (the blocks' default): the page "
+                           "computes it"))
     norms = [module for module in model.modules() if isinstance(module, nn.LayerNorm)]
     if len({norm.eps for norm in norms}) != 1:
-        raise ValueError("model's LayerNorms should share one eps, as Translator builds them")
+        raise ValueError(_("model's LayerNorms should share one eps, as Translator builds them"))
     config = {
         "d_model": model.d_model, "num_heads": model.num_heads, "num_layers": model.num_layers,
         "d_ff": model.decoder[0].ffn.linear1.out_features, "max_src_len": model.max_src_len,
@@ -278,8 +278,8 @@ def translator_view_figure(view: TranslatorView, text: str | None = None):
     require_instance("view", view, TranslatorView, "a TranslatorView")
     state = view.state(text)
     if state.cross_attentions is None or not state.output:
-        raise ValueError(f"text should be English number words the translator writes at least "
-                         f"one character for, got {text!r}")
+        raise ValueError(_("text should be English number words the translator writes at least "
+                           "one character for, got {text}").format(text=repr(text)))
     weights = state.cross_attentions[view.layer, view.head].numpy()  # (n_out, n_in)
     n_out, n_in = weights.shape
     # one size for every text: a notebook's stored "<Figure size ...>" must not depend on

@@ -256,3 +256,32 @@ test("dot and weighted sum on a non-square case", function () {
   // weights (n_k = 3,) × values (3, d_v = 2) -> (2,)
   assert.deepEqual(explorer.weightedSum([0.5, 0.25, 0.25], [[2, 4], [4, 0], [0, 8]]), [2, 4]);
 });
+
+test("the arrow keys, Home and End move the query along the words and stop at the ends", () => {
+  assert.equal(explorer.arrowStep("ArrowRight", 2, 5), 3);
+  assert.equal(explorer.arrowStep("ArrowDown", 2, 5), 3);
+  assert.equal(explorer.arrowStep("ArrowLeft", 2, 5), 1);
+  assert.equal(explorer.arrowStep("ArrowUp", 2, 5), 1);
+  assert.equal(explorer.arrowStep("Home", 2, 5), 0);
+  assert.equal(explorer.arrowStep("End", 2, 5), 4);
+  assert.equal(explorer.arrowStep("ArrowLeft", 0, 5), 0);
+  assert.equal(explorer.arrowStep("ArrowRight", 4, 5), 4);
+  assert.equal(explorer.arrowStep("a", 2, 5), null);
+  assert.equal(explorer.arrowStep("Enter", 2, 5), null);
+});
+
+test("a heatmap cell's text keeps 4.5:1 contrast on its red on either side of the switch", () => {
+  function channel(c) {
+    const s = c / 255;
+    return s <= 0.03928 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4);
+  }
+  function luminance(w) {  // rgba(192, 57, 43, w) over white
+    const [r, g, b] = [192, 57, 43].map((c) => 255 * (1 - w) + c * w);
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+  }
+  for (let i = 0; i <= 1000; i++) {
+    const w = i / 1000, L = luminance(w);
+    const contrast = w > explorer.INK_SWITCH ? 1.05 / (L + 0.05) : (L + 0.05) / 0.05;
+    assert.ok(contrast >= 4.5, "weight " + w + ": contrast " + contrast.toFixed(2));
+  }
+});

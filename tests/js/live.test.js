@@ -125,3 +125,12 @@ test("texts with nothing the model knows give no prediction, not an error", {ski
   assert.deepEqual(live.topTokens([0.1, 0.5, 0.1, 0.3], 3), [1, 3, 0]);
   assert.equal(live.shownCharacter(" ") + live.shownCharacter("\n"), "␣↵");
 });
+
+test("the live views move the query with the explorer's keys", () => {
+  const explorer = require("../../course_utils/views/static/explorer.js");
+  for (const key of ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "x"]) {
+    for (const q of [0, 3, 6]) {
+      assert.equal(common.arrowStep(key, q, 7), explorer.arrowStep(key, q, 7), key + " " + q);
+    }
+  }
+});

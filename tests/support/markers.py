@@ -6,9 +6,10 @@
 - ``notebook``: a lesson validated by nbval (collected only with ``--nbval``);
 - ``browser``, ``colab``, ``site``, ``kernel``, ``reference``: the modules named in
   ``FILE_MARKERS`` (``kernel``: tools tested on lessons they run in Jupyter kernels;
-  ``reference``: a real model's weights run by the course and by transformers' own
-  implementation, side by side: about a sixth of ``test --fast``'s time, so only the full suite
-  runs it).
+  ``reference``: the course against its sources, a real model's weights run by the course and
+  by transformers' own implementation side by side, and the training texts rebuilt from the
+  packages they come from: together about a quarter of the unit tests' time, and nothing a
+  lesson's code changes, so only the full suite runs them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ FILE_MARKERS = {
     "test_audit.py": "kernel",
     "test_progress_in_notebooks.py": "kernel",
     "test_smollm2.py": "reference",
+    "test_corpus_sources.py": "reference",
 }
 
 

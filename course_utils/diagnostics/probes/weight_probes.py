@@ -38,8 +38,9 @@ def score_asymmetry(weights: torch.Tensor) -> torch.Tensor:
     """
     weights = require_tensor("weights", weights, "(..., n, n)")
     if weights.shape[-1] != weights.shape[-2]:
-        raise ValueError("weights should be square attention weights (..., n, n), got shape "
-                         f"{tuple(weights.shape)}")
+        raise ValueError(_(
+            "weights should be square attention weights (..., n, n), got shape {weights_shape}"
+        ).format(weights_shape=tuple(weights.shape)))
     log_w = weights.log()
     antisym = log_w - log_w.transpose(-2, -1)  # (..., n, n)
     row_part = antisym.mean(dim=-1, keepdim=True)  # (..., n, 1): c_i up to a constant

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from course_utils.checks import require_instance
+from course_utils.language import _
 from course_utils.models.packaged_weights import package_folder, verify_sha256
 
 if TYPE_CHECKING:
@@ -54,11 +55,14 @@ def open_gguf(path=None) -> GGUFFile:
     """
     path = model_file() if path is None else path
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path should be a str or os.PathLike to a .gguf file, got "
-                        f"{type(path).__name__}")
+        raise TypeError(_(
+            "path should be a str or os.PathLike to a .gguf file, got {kind}"
+        ).format(kind=type(path).__name__))
     path = Path(path).resolve()
     if path.is_dir():
-        raise ValueError(f"path should be a .gguf file, got the directory {path}")
+        raise ValueError(_(
+            "path should be a .gguf file, got the directory {path}"
+        ).format(path=path))
     stat = path.stat()  # a missing file raises FileNotFoundError naming it
     return _checked_file(path, stat.st_size, stat.st_mtime_ns)
 
@@ -121,7 +125,7 @@ class GGUFFile:
     def data(self, tensor: GGUFTensor) -> np.ndarray:
         """``tensor``'s stored array, still quantised, read from the file into memory of its
         own: what ``gguf.GGUFReader``'s ``tensor.data`` maps, for ``gguf.dequantize``."""
-        require_instance("tensor", tensor, GGUFTensor, "a GGUFTensor of this file's tensors")
+        require_instance("tensor", tensor, GGUFTensor, _("a GGUFTensor of this file's tensors"))
         return np.fromfile(self.path, dtype=tensor.dtype, count=math.prod(tensor.data_shape),
                            offset=tensor.offset).reshape(tensor.data_shape)
 
@@ -132,5 +136,5 @@ def field(file: GGUFFile, key: str):
     Used in lesson 14.
     """
     if key not in file.fields:
-        raise ValueError(f"the GGUF file has no metadata key {key!r}")
+        raise ValueError(_("the GGUF file has no metadata key {key!r}").format(key=key))
     return file.fields[key]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from course_utils.checks import require_instance, require_positive_int, require_tensor
+from course_utils.language import _
 from course_utils.models.llama import Llama
 from course_utils.models.smollm2.gguf_file import GGUFFile, field, gguf_package, open_gguf
 from course_utils.models.smollm2.tokenizer import SmolLM2Tokenizer
@@ -105,7 +106,9 @@ def read_config(path=None) -> SmolLM2Config:
 def _config(file: GGUFFile) -> SmolLM2Config:
     arch = field(file, "general.architecture")
     if arch != "llama":
-        raise ValueError(f"the file should hold a llama-architecture model, got {arch!r}")
+        raise ValueError(_(
+            "the file should hold a llama-architecture model, got {arch!r}"
+        ).format(arch=arch))
 
     def key(name):
         return field(file, f"{arch}.{name}")
@@ -125,8 +128,11 @@ def _config(file: GGUFFile) -> SmolLM2Config:
     )
     if config.d_k * config.num_heads != config.d_model or config.num_heads % config.num_kv_heads:
         raise ValueError(
-            f"the file's sizes do not fit a Llama block: d_model={config.d_model}, "
-            f"num_heads={config.num_heads}, num_kv_heads={config.num_kv_heads}, d_k={config.d_k}"
+            _(
+                "the file's sizes do not fit a Llama block: d_model={d_model}, "
+                "num_heads={num_heads}, num_kv_heads={num_kv_heads}, d_k={d_k}"
+            ).format(d_model=config.d_model, num_heads=config.num_heads,
+                     num_kv_heads=config.num_kv_heads, d_k=config.d_k)
         )
     return config
 
@@ -138,7 +144,9 @@ def _transformers_name(gguf_name: str) -> str:
     parts = gguf_name.split(".")
     if len(parts) == 4 and parts[0] == "blk" and parts[2] in _LAYER_NAMES:
         return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}.{parts[3]}"
-    raise ValueError(f"the GGUF file has a tensor a Llama model does not use: {gguf_name!r}")
+    raise ValueError(_(
+        "the GGUF file has a tensor a Llama model does not use: {gguf_name!r}"
+    ).format(gguf_name=gguf_name))
 
 
 def unpermute_rope_rows(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -158,13 +166,16 @@ def unpermute_rope_rows(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     weight = require_tensor("weight", weight, "(num_heads * d_k, d_model)")
     require_positive_int("num_heads", num_heads)
     if weight.dim() != 2:
-        raise ValueError(f"weight should have shape (num_heads * d_k, d_model), got shape "
-                         f"{tuple(weight.shape)}")
+        raise ValueError(_(
+            "weight should have shape (num_heads * d_k, d_model), got shape {weight_shape}"
+        ).format(weight_shape=tuple(weight.shape)))
     rows, columns = weight.shape
     if rows % (2 * num_heads):
         raise ValueError(
-            f"weight has {rows} rows, which do not split into num_heads={num_heads} heads of an "
-            f"even width d_k"
+            _(
+                "weight has {rows} rows, which do not split into num_heads={num_heads} heads of "
+                "an even width d_k"
+            ).format(rows=rows, num_heads=num_heads)
         )
     return (weight.reshape(num_heads, rows // num_heads // 2, 2, columns)
             .transpose(1, 2).reshape(rows, columns))
@@ -199,7 +210,7 @@ def _course_name(name: str) -> str:
     """``model.layers.3.self_attn.q_proj.weight`` -> ``blocks.3.self_attn.w_q.weight``."""
     if name in _COURSE_GLOBAL_NAMES:
         return _COURSE_GLOBAL_NAMES[name]
-    _, _, layer, rest = name.split(".", 3)  # model, layers, N, submodule.weight
+    _model, _layers, layer, rest = name.split(".", 3)  # model, layers, N, submodule.weight
     module, kind = rest.rsplit(".", 1)
     return f"blocks.{layer}.{_COURSE_LAYER_NAMES[module]}.{kind}"
 
@@ -219,8 +230,10 @@ def load_smollm2(path=None) -> tuple[Llama, SmolLM2Tokenizer]:
     """
     config = read_config(path)
     if not config.tied_embeddings:
-        raise ValueError("the file has an output.weight of its own, but the course's Llama "
-                         "reads out through its token embedding (tied embeddings)")
+        raise ValueError(_(
+            "the file has an output.weight of its own, but the course's Llama reads out through "
+            "its token embedding (tied embeddings)"
+        ))
     with torch.device("meta"):
         model = Llama(vocab_size=config.vocab_size, max_len=config.context_length,
                       d_model=config.d_model, num_heads=config.num_heads,
@@ -247,7 +260,8 @@ def transformers_twin(model: Llama, path=None):
 
     Used in lesson 14.
     """
-    require_instance("model", model, Llama, "a course_utils.models.llama.Llama (load_smollm2()'s)")
+    require_instance("model", model, Llama,
+                     _("a course_utils.models.llama.Llama (load_smollm2()'s)"))
     import transformers
 
     config = read_config(path)
@@ -271,6 +285,7 @@ def transformers_twin(model: Llama, path=None):
     missing = [name for name, tensor in (*twin.named_parameters(), *twin.named_buffers())
                if tensor.is_meta]
     if missing:
-        raise ValueError(f"the transformers model has tensors the course's Llama lacks: "
-                         f"{missing[:3]}")
+        raise ValueError(_(
+            "the transformers model has tensors the course's Llama lacks: {missing}"
+        ).format(missing=missing[:3]))
     return twin.requires_grad_(False).eval()

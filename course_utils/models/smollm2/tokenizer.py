@@ -23,6 +23,7 @@ from tokenizers import AddedToken, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as BPEBackend
 
 from course_utils.checks import require_bool, require_instance, require_token_id_list
+from course_utils.language import _
 from course_utils.models.smollm2.gguf_file import field, open_gguf
 
 # tokenizer.ggml.token_type: 1 a normal piece, 3 a control token (llama.cpp's numbering).
@@ -43,8 +44,9 @@ class SmolLM2Tokenizer:
         file = open_gguf(path)
         model = field(file, "tokenizer.ggml.model")
         if model != "gpt2":
-            raise ValueError(f"the file should hold a byte-level BPE tokenizer ('gpt2'), got "
-                             f"{model!r}")
+            raise ValueError(_(
+                "the file should hold a byte-level BPE tokenizer ('gpt2'), got {model!r}"
+            ).format(model=model))
         pieces = field(file, "tokenizer.ggml.tokens")
         kinds = field(file, "tokenizer.ggml.token_type")
         merges = [tuple(merge.split(" ")) for merge in field(file, "tokenizer.ggml.merges")]
@@ -93,19 +95,21 @@ class SmolLM2Tokenizer:
         answer starts. ``encode`` the result to get the ids.
         """
         require_bool("add_generation_prompt", add_generation_prompt)
-        require_instance("messages", messages, list, 'a list of {"role", "content"} dicts')
+        require_instance("messages", messages, list, _('a list of {"role", "content"} dicts'))
         if not messages:
-            raise ValueError("messages should hold at least one message, got an empty list")
+            raise ValueError(_("messages should hold at least one message, got an empty list"))
         for index, message in enumerate(messages):
             if (not isinstance(message, dict) or set(message) != {"role", "content"}
                     or not all(isinstance(value, str) for value in message.values())):
-                raise TypeError(f'messages[{index}] should be a dict {{"role": str, "content": '
-                                f'str}}, got {message!r}'[:200])
+                raise TypeError(_('messages[{index}] should be a dict {{"role": str, "content": '
+                                  'str}}, got {message}').format(index=index,
+                                                                 message=repr(message)[:150]))
             if message["role"] not in CHAT_ROLES:
                 # The template renders any role without complaint, and the model has never
                 # seen a turn marked with a role it was not tuned on.
-                raise ValueError(f"messages[{index}]['role'] should be one of {CHAT_ROLES}, "
-                                 f"got {message['role']!r}")
+                raise ValueError(_(
+                    "messages[{index}]['role'] should be one of {CHAT_ROLES}, got {message!r}"
+                ).format(index=index, CHAT_ROLES=CHAT_ROLES, message=message['role']))
         return self._template.render(messages=messages,
                                      add_generation_prompt=add_generation_prompt)
 
@@ -116,5 +120,5 @@ CHAT_ROLES = ("system", "user", "assistant")
 
 def _text(text) -> str:
     if not isinstance(text, str):
-        raise TypeError(f"text should be a str, got {type(text).__name__}")
+        raise TypeError(_("text should be a str, got {kind}").format(kind=type(text).__name__))
     return text

@@ -127,6 +127,16 @@
   }
   function resetEdits(S) { S.edits = {}; }
   function pickLayerHead(S, layer, head) { S.layer = layer; S.head = head; }
+  // The query a key moves to from q among n words (null: not an arrow key): left/up one
+  // back, right/down one on, Home the first, End the last; it stops at either end.
+  function arrowStep(key, q, n) {
+    var to = {ArrowLeft: q - 1, ArrowUp: q - 1, ArrowRight: q + 1, ArrowDown: q + 1,
+              Home: 0, End: n - 1}[key];
+    return to === undefined ? null : Math.max(0, Math.min(n - 1, to));
+  }
+  // A weight above this is written in white on its red cell, at or below it in black: the
+  // switch where both keep WCAG AA's 4.5:1 contrast on rgba(192,57,43,w) over white.
+  var INK_SWITCH = 0.89;
 
   var logic = {
     fill: fill, esc: esc, initialState: initialState, shownQuery: shownQuery, scale: scale,
@@ -135,7 +145,8 @@
     settingsText: settingsText, pickSentence: pickSentence, clearHover: clearHover,
     pickQuery: pickQuery, toggleCausal: toggleCausal, toggleScale: toggleScale,
     setTemperature: setTemperature, moveStep: moveStep,
-    editFeature: editFeature, resetEdits: resetEdits, pickLayerHead: pickLayerHead
+    editFeature: editFeature, resetEdits: resetEdits, pickLayerHead: pickLayerHead,
+    arrowStep: arrowStep, INK_SWITCH: INK_SWITCH
   };
   if (typeof module !== 'undefined' && module.exports) { module.exports = logic; }
   if (typeof document !== 'undefined') { start(document.currentScript); }
@@ -175,6 +186,9 @@
     function colour(w) {
       return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')';
     }
+    // The text on colour(w): white only where the red is dark enough for it (WCAG AA 4.5:1
+    // either side of the switch; render_heatmap_html uses the same INK_SWITCH).
+    function ink(w) { return w > INK_SWITCH ? 'white' : 'black'; }
 
     // --- building (once per sentence) --------------------------------------------------
     function build() {
@@ -185,6 +199,7 @@
       var controls = el('div', 'attn-explorer-controls');
       if (data.sentences.length > 1) {
         var pick = el('select', 'attn-explorer-sentence');
+        pick.setAttribute('aria-label', UI.sentence);
         data.sentences.forEach(function (x, i) {
           var o = el('option', null, x.label); o.value = String(i); pick.appendChild(o);
         });
@@ -230,6 +245,14 @@
       app.appendChild(controls);
       app.appendChild(el('div', 'attn-explorer-note', UI.click_note));
       var bar = el('div', 'attn-explorer-tokens');
+      bar.setAttribute('role', 'group');
+      bar.setAttribute('aria-label', UI.click_note);
+      bar.addEventListener('keydown', function (event) {  // the arrow keys move the query
+        var to = arrowStep(event.key, S.q, n);
+        if (to === null) { return; }
+        event.preventDefault();
+        pickQuery(S, to); update(); ui.tokens[to].focus();
+      });
       ui.tokens = tokens().map(function (word, i) {
         var b = el('button', 'attn-explorer-token', word);
         b.addEventListener('click', function () { pickQuery(S, i); update(); });
@@ -254,6 +277,16 @@
       if (toy && sentence().value_names) { app.appendChild(buildEditor()); }
       if (!toy) { app.appendChild(buildModelView()); }
       update();
+    }
+
+    // A canvas that acts as a button: in the tab order, named, pressed by Enter or Space.
+    function pressable(node, name, onPress) {
+      node.setAttribute('tabindex', '0'); node.setAttribute('role', 'button');
+      node.setAttribute('aria-label', name);
+      node.addEventListener('click', onPress);
+      node.addEventListener('keydown', function (event) {
+        if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); onPress(); }
+      });
     }
 
     function selector(cls, name, count, onChange) {
@@ -390,11 +423,11 @@
           c.width = n; c.height = n;
           c.setAttribute('data-layer', l); c.setAttribute('data-head', h);
           c.title = fill(UI.layer_head, l, h);
+          pressable(c, c.title, function () { pickLayerHead(S, l, h); update(); });
           var g = c.getContext('2d');
           for (var i = 0; i < n; i++) {
             for (var j = 0; j < n; j++) { g.fillStyle = colour(map[i][j]); g.fillRect(j, i, 1, 1); }
           }
-          c.addEventListener('click', function () { pickLayerHead(S, l, h); update(); });
           grid.appendChild(c); ui.thumbs.push(c);
         });
       });
@@ -407,6 +440,7 @@
       var st = current(data, S), w = st.w, q = shownQuery(S);
       ui.tokens.forEach(function (b, i) {
         b.classList.toggle('attn-explorer-selected', i === S.q);
+        b.setAttribute('aria-pressed', String(i === S.q));
       });
       if (ui.causal) {
         ui.causal.textContent = fill(UI.causal, S.causal ? UI.on : UI.off);
@@ -464,7 +498,7 @@
           'background: #eee;"><span style="display: block; width: ' + Math.round(w[j] * 220) +
           'px; height: 14px; background: #c0392b;"></span></span>' +
           '<span class="attn-explorer-weight" data-key="' + j + '" style="' + style + '">' +
-          w[j].toFixed(3) + '</span><span style="color: #888;">' +
+          w[j].toFixed(3) + '</span><span style="color: #666;">' +
           (hidden(data, S, q, j) ? esc(UI.masked) : '') + '</span></div>');
       }
       html.push('<div>' + fill(esc(UI.summary),
@@ -506,7 +540,7 @@
         for (var j = 0; j < w.length; j++) {
           var td = ui.cells[i][j], x = w[i][j];
           td.style.background = colour(x);
-          td.style.color = x > 0.5 ? 'white' : 'black';
+          td.style.color = ink(x);
           td.textContent = x.toFixed(2);
           td.className = j === S.hk ? 'attn-explorer-key-col' : '';
         }

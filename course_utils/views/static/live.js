@@ -24,7 +24,7 @@
     window.courseLiveCommon;
   var fill = C.fill, esc = C.esc, linear = C.linear, layerNorm = C.layerNorm,
     softmax = C.softmax, entropy = C.entropy, addInPlace = C.addInPlace, el = C.el,
-    selector = C.selector;
+    selector = C.selector, arrowStep = C.arrowStep, pressable = C.pressable;
 
   // The payload's model as {config, vocab, index (character -> id), p (name -> flat array)}.
   function unpackModel(payload) {
@@ -204,6 +204,7 @@
       app.appendChild(el('div', 'attn-explorer-note', UI.text_label));
       ui.text = el('textarea', 'attn-live-text');
       ui.text.rows = 2; ui.text.value = S.text; ui.text.spellcheck = false;
+      ui.text.setAttribute('aria-label', UI.text_label);
       ui.text.addEventListener('input', function () { S.text = ui.text.value; update(); });
       app.appendChild(ui.text);
       var controls = el('div', 'attn-explorer-controls');
@@ -225,6 +226,9 @@
       app.appendChild(el('div', 'attn-explorer-note',
         fill(UI.continue_note, data.sampling.tokens, data.sampling.temperature)));
       ui.chars = el('div', 'attn-live-chars');
+      // In the tab order: the arrow keys move the query along the characters read.
+      ui.chars.setAttribute('tabindex', '0'); ui.chars.setAttribute('role', 'group');
+      ui.chars.setAttribute('aria-label', UI.click_note);
       ui.notes = el('div', 'attn-live-notes');
       app.appendChild(ui.chars); app.appendChild(ui.notes);
       app.appendChild(el('div', 'attn-explorer-note', UI.click_note));
@@ -249,7 +253,7 @@
             var c = el('canvas', 'attn-explorer-thumb');
             c.setAttribute('data-layer', l); c.setAttribute('data-head', h);
             c.title = fill(UI.layer_head, l, h);
-            c.addEventListener('click', function () { S.layer = l; S.head = h; draw(); });
+            pressable(c, c.title, function () { S.layer = l; S.head = h; draw(); });
             grid.appendChild(c); ui.thumbs.push(c);
           })(l, h);
         }
@@ -356,7 +360,7 @@
           'background: #eee;"><span style="display: block; width: ' + Math.round(row[j] * 160) +
           'px; height: 10px; background: #c0392b;"></span></span>' +
           '<span class="attn-explorer-weight" data-key="' + j + '" style="' + style + '">' +
-          row[j].toFixed(3) + '</span><span style="color: #888;">' +
+          row[j].toFixed(3) + '</span><span style="color: #666;">' +
           (j > q ? esc(UI.masked) : '') + '</span></div>');
       }
       html.push('<div>' + fill(esc(UI.summary),
@@ -387,6 +391,10 @@
     ui.chars.addEventListener('click', function (event) {
       var index = event.target.getAttribute && event.target.getAttribute('data-index');
       if (index !== null && index !== undefined) { S.q = Number(index); draw(); }
+    });
+    ui.chars.addEventListener('keydown', function (event) {
+      var to = R.tokens.length ? arrowStep(event.key, query(), R.tokens.length) : null;
+      if (to !== null) { event.preventDefault(); S.q = to; draw(); }
     });
     ui.heatBox.addEventListener('click', function (event) {
       var tr = event.target.closest ? event.target.closest('tr[data-query]') : null;

@@ -183,12 +183,32 @@
     return s;
   }
 
+  // The query a key moves to from q among n tokens (null: not an arrow key): left/up one
+  // back, right/down one on, Home the first, End the last; it stops at either end (the
+  // explorer's arrowStep, for the live views).
+  function arrowStep(key, q, n) {
+    var to = {ArrowLeft: q - 1, ArrowUp: q - 1, ArrowRight: q + 1, ArrowDown: q + 1,
+              Home: 0, End: n - 1}[key];
+    return to === undefined ? null : Math.max(0, Math.min(n - 1, to));
+  }
+  // A node (a head's thumbnail canvas) that acts as a button: in the tab order, named,
+  // pressed by a click, Enter or Space.
+  function pressable(node, name, onPress) {
+    node.setAttribute('tabindex', '0'); node.setAttribute('role', 'button');
+    node.setAttribute('aria-label', name);
+    node.addEventListener('click', onPress);
+    node.addEventListener('keydown', function (event) {
+      if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); onPress(); }
+    });
+  }
+
   var common = {
     fill: fill, esc: esc, halfToNumber: halfToNumber, decodeHalves: decodeHalves,
     unpackWeights: unpackWeights, zeros: zeros, linear: linear, layerNorm: layerNorm, erf: erf,
     gelu: gelu, relu: relu, softmax: softmax, entropy: entropy, argmax: argmax,
     addInPlace: addInPlace, attendHeads: attendHeads, project: project,
-    selfAttention: selfAttention, feedForward: feedForward, el: el, selector: selector
+    selfAttention: selfAttention, feedForward: feedForward, el: el, selector: selector,
+    arrowStep: arrowStep, pressable: pressable
   };
   if (typeof module !== 'undefined' && module.exports) { module.exports = common; }
   if (typeof window !== 'undefined') { window.courseLiveCommon = common; }

@@ -26,7 +26,7 @@
   var C = typeof module !== 'undefined' && module.exports ? require('./live_common.js') :
     window.courseLiveCommon;
   var fill = C.fill, esc = C.esc, layerNorm = C.layerNorm, addInPlace = C.addInPlace,
-    el = C.el, selector = C.selector;
+    el = C.el, selector = C.selector, arrowStep = C.arrowStep;
 
   // As translator_view.WORD_PATTERN, on the lower-cased text: words, "-" and ",", and any
   // other run of visible characters (marked unknown).
@@ -315,6 +315,12 @@
     ui.output.addEventListener('click', function (event) {  // Enter and Space click a button too
       var button = event.target.closest ? event.target.closest('button[data-index]') : null;
       if (button) { S.q = Number(button.getAttribute('data-index')); draw(); }
+    });
+    ui.output.addEventListener('keydown', function (event) {  // arrows: the next character
+      var to = R.output.length ? arrowStep(event.key, S.q, R.output.length) : null;
+      if (to === null || !event.target.closest || !event.target.closest('button')) { return; }
+      event.preventDefault(); S.q = to; draw();
+      ui.output.querySelectorAll('.attn-translator-out')[to].focus();
     });
     ui.heatBox.addEventListener('click', function (event) {
       var tr = event.target.closest ? event.target.closest('tr[data-query]') : null;
