@@ -23,7 +23,12 @@ from course_utils.experiments.l17_long_context import (
     train_fact_lookup,
 )
 from course_utils.models.gpt import GPT
-from course_utils.nn.attention import MultiHeadAttention
+from course_utils.nn.attention import (
+    MultiHeadAttention,
+    merge_heads,
+    softmax_with_sink,
+    split_heads,
+)
 from course_utils.nn.generation import generate
 from course_utils.nn.kv_cache import KVCache
 from course_utils.nn.masks import band_mask, causal_mask, chunked_mask
@@ -57,10 +62,11 @@ def test_chunked_mask():
 
 
 @pytest.mark.parametrize("window", [4, [3, None, 5], [None, 2, None], None])
-def test_windowed_gpt_generates_the_same_tokens_with_and_without_the_cache(window):
+@pytest.mark.parametrize("sink, gate", [(False, False), (True, False), (False, True)])
+def test_windowed_gpt_generates_the_same_tokens_with_and_without_the_cache(window, sink, gate):
     torch.manual_seed(0)
     num_layers = len(window) if isinstance(window, list) else 2
-    model = GPT(30, 48, 16, 2, num_layers, window=window).eval()
+    model = GPT(30, 48, 16, 2, num_layers, window=window, sink=sink, gate=gate).eval()
     with torch.no_grad():  # larger weights make every position's logits differ
         for parameter in model.parameters():
             parameter.mul_(8)
@@ -70,9 +76,15 @@ def test_windowed_gpt_generates_the_same_tokens_with_and_without_the_cache(windo
 
 
 @pytest.mark.parametrize("chunks", [(1,) * 30, (7, 1, 5, 3, 2, 9, 3)])
-def test_cached_logits_equal_the_band_masked_pass(chunks):
+@pytest.mark.parametrize("sink, gate", [(False, False), (True, False), (False, True),
+                                        (True, True)])
+def test_cached_logits_equal_the_band_masked_pass(chunks, sink, gate):
     torch.manual_seed(1)
-    model = GPT(30, 48, 16, 2, 3, window=[4, None, 6]).eval()
+    model = GPT(30, 48, 16, 2, 3, window=[4, None, 6], sink=sink, gate=gate).eval()
+    if sink:  # sink logits away from 0, different per head
+        with torch.no_grad():
+            for block in model.blocks:
+                block.self_attn.sink_logit.normal_(0.0, 2.0)
     tokens = torch.randint(30, (2, sum(chunks)))
     cache, outputs, start = KVCache(), [], 0
     with torch.no_grad():
@@ -175,6 +187,62 @@ def test_masked_nll_with_the_causal_mask_is_the_model_loss():
     assert masked_nll(model, tokens, causal_mask(12)) == pytest.approx(expected, abs=1e-5)
 
 
+def test_softmax_with_sink_is_the_formula():
+    torch.manual_seed(3)
+    scores, sink = torch.randn(2, 3, 4, 5), torch.randn(3)
+    scores[0, 1, 2, 3] = float("-inf")  # a masked key
+    expected = torch.empty_like(scores)
+    for b in range(2):
+        for h in range(3):
+            for i in range(4):
+                row = scores[b, h, i].exp()
+                expected[b, h, i] = row / (row.sum() + sink[h].exp())
+    weights = softmax_with_sink(scores, sink)
+    assert torch.allclose(weights, expected, atol=1e-6)
+    assert (weights.sum(-1) < 1).all() and weights[0, 1, 2, 3] == 0
+    # a very negative sink is the plain softmax
+    assert torch.allclose(softmax_with_sink(scores, torch.full((3,), -1e4)),
+                          torch.softmax(scores, dim=-1), atol=1e-6)
+
+
+def test_sink_and_gate_attention_is_the_formula():
+    torch.manual_seed(4)
+    x, mask = torch.randn(2, 6, 8), causal_mask(6)
+    attention = MultiHeadAttention(8, 2, sink=True, gate=True)
+    with torch.no_grad():
+        attention.sink_logit.copy_(torch.tensor([1.5, -0.5]))
+        output, weights = attention(x, mask=mask)
+        q, k, v = (split_heads(w(x), 2) for w in (attention.w_q, attention.w_k, attention.w_v))
+        scores = (q @ k.transpose(-2, -1) / 2.0).masked_fill(~mask, float("-inf"))
+        joined = torch.cat([scores, attention.sink_logit.view(1, 2, 1, 1).expand(2, 2, 6, 1)], -1)
+        expected_weights = torch.softmax(joined, dim=-1)[..., :-1]
+        gate = torch.sigmoid(split_heads(attention.w_gate(x), 2))
+        expected = attention.w_o(merge_heads((expected_weights @ v) * gate))
+        fused, _ = attention(x, mask=mask, need_weights=False)
+    assert torch.allclose(weights, expected_weights, atol=1e-6)
+    assert torch.allclose(output, expected, atol=1e-6)
+    assert torch.allclose(fused, expected, atol=1e-6)
+
+
+def test_gate_alone_keeps_the_fused_path_equal():
+    torch.manual_seed(5)
+    attention, x = MultiHeadAttention(8, 2, gate=True), torch.randn(2, 5, 8)
+    with torch.no_grad():
+        explicit, _ = attention(x, mask=causal_mask(5))
+        fused, none = attention(x, mask=causal_mask(5), need_weights=False)
+    assert none is None and torch.allclose(explicit, fused, atol=1e-6)
+
+
+def test_sink_and_gate_are_off_by_default():
+    plain = GPT(20, 16, 16, 2, 2)
+    assert all(block.self_attn.sink_logit is None and block.self_attn.w_gate is None
+               for block in plain.blocks)
+    with_both = GPT(20, 16, 16, 2, 2, sink=True, gate=True)
+    extra = sum(p.numel() for p in with_both.parameters()) - sum(
+        p.numel() for p in plain.parameters())
+    assert extra == 2 * (2 + 16 * 16 + 16)  # per layer: a logit per head, w_gate and its bias
+
+
 BAD_INPUTS = [
     pytest.param(band_mask, (4, 6), {"window": 0}, ValueError, ("window", "positive int", "0"),
                  id="band_mask: window 0"),
@@ -193,6 +261,14 @@ BAD_INPUTS = [
     pytest.param(KVCache().append, (0, torch.zeros(1, 1, 2, 4), torch.zeros(1, 1, 2, 4)),
                  {"window": 0}, ValueError, ("window", "positive int", "0"),
                  id="KVCache.append: window 0"),
+    pytest.param(softmax_with_sink, (torch.zeros(1, 2, 3, 3), torch.zeros(3)), {}, ValueError,
+                 ("sink", "(heads,)", "(3,)"), id="softmax_with_sink: one logit too many"),
+    pytest.param(GPT, (20, 16, 16, 2, 2), {"sink": 1}, TypeError,
+                 ("sink", "True or False", "int 1"),
+                 id="GPT: sink an int"),
+    pytest.param(MultiHeadAttention, (8, 2), {"gate": "yes"}, TypeError,
+                 ("gate", "True or False", "str"),
+                 id="MultiHeadAttention: gate a string"),
     pytest.param(MultiHeadAttention(8, 2), (torch.zeros(1, 3, 8),), {"window": -2}, ValueError,
                  ("window", "positive int", "-2"), id="MultiHeadAttention: window -2"),
     pytest.param(cache_bytes_per_token_at, (LLAMA_3_8B, 0), {}, ValueError,

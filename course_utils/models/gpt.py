@@ -53,6 +53,9 @@ class GPT(nn.Module):
             :func:`~course_utils.nn.masks.band_mask`), or a list of ``num_layers`` entries,
             one per layer, each an int or ``None`` for a global layer (e.g. Gemma 3's five
             local layers per global one). A windowed layer's cache keeps at most W positions.
+        sink, gate: every layer's attention gets a learned sink logit per head (gpt-oss) or
+            a sigmoid output gate (Qwen3-Next); see
+            :class:`~course_utils.nn.attention.MultiHeadAttention`. Off by default.
 
     ``forward(tokens, cache=None, return_weights=False)``: tokens ``(batch, n_new)`` ids
     give logits ``(batch, n_new, vocab_size)``. With a :class:`~course_utils.nn.kv_cache.KVCache`
@@ -65,7 +68,8 @@ class GPT(nn.Module):
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,
-                 num_layers: int, d_ff: int | None = None, window=None):
+                 num_layers: int, d_ff: int | None = None, window=None,
+                 sink: bool = False, gate: bool = False):
         super().__init__()
         self.vocab_size = require_positive_int("vocab_size", vocab_size)
         self.max_len = require_positive_int("max_len", max_len)
@@ -73,6 +77,8 @@ class GPT(nn.Module):
         self.num_layers = require_positive_int("num_layers", num_layers)
         d_ff = 4 * d_model if d_ff is None else d_ff
         self.windows = _layer_windows(window, num_layers)  # one int or None per layer
+        require_bool("sink", sink)
+        require_bool("gate", gate)
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_len, d_model)
         # GPT-2's initial scale. nn.Embedding starts at N(0, 1), and through the tied readout
@@ -80,7 +86,8 @@ class GPT(nn.Module):
         nn.init.normal_(self.token_embedding.weight, std=0.02)
         nn.init.normal_(self.position_embedding.weight, std=0.02)
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, d_ff, norm_first=True, activation="gelu")
+            EncoderBlock(d_model, num_heads, d_ff, norm_first=True, activation="gelu",
+                         sink=sink, gate=gate)
             for _layer in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model)
@@ -145,7 +152,7 @@ def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
     ``window[:, :-1]`` and every position is scored (cross-entropy) on the next token,
     ``window[:, 1:]``. The same generator state and initial weights give the same model.
 
-    Used in lessons 12 and 13.
+    Used in lessons 12, 13 and 17.
     """
     require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")

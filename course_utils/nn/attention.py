@@ -72,7 +72,33 @@ def _require_attention_inputs(q, k, v, mask, scale):
     return q, k, v, mask, scale
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+def softmax_with_sink(scores, sink):
+    """A softmax over each row of ``scores`` with one more logit, ``sink``, that owns no key.
+
+    ``scores`` ``(batch, heads, n_q, n_k)``, ``sink`` ``(heads,)``: head ``h``'s logit joins
+    every row of that head, the softmax runs over the ``n_k + 1`` logits, and the sink's
+    column is dropped, so a row's weights sum to less than 1 (gpt-oss's attention sink):
+
+        weights_ij = exp(s_ij) / (Σ_j' exp(s_ij') + exp(sink_h))
+
+    A ``-inf`` score (a masked key) gets weight 0. Returns weights ``(batch, heads, n_q, n_k)``.
+
+    Used in lesson 17.
+    """
+    scores = require_tensor("scores", scores, "(batch, heads, n_q, n_k)")
+    sink = require_tensor("sink", sink, "(heads)")
+    if scores.dim() != 4 or sink.shape != scores.shape[1:2]:
+        raise ValueError(f"scores should be (batch, heads, n_q, n_k) and sink (heads,), one "
+                         f"logit per head, got shapes {tuple(scores.shape)} and "
+                         f"{tuple(sink.shape)}")
+    require_same_dtype(scores=scores, sink=sink)
+    require_same_device(scores=scores, sink=sink)
+    sink_column = sink.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # (batch, heads, n_q, 1)
+    joined = torch.cat([scores, sink_column], dim=-1)  # (batch, heads, n_q, n_k + 1)
+    return torch.softmax(joined, dim=-1)[..., :-1]  # the sink's column dropped
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None, sink=None):
     """softmax(q kᵀ · scale) v, returning ``(output, weights)``.
 
     Args:
@@ -84,6 +110,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
             ``(batch, 1, n_k)`` for a padding mask; see ``checks.require_bool_mask``.
         scale: a finite real factor (or a 0-dim float tensor) applied to the scores;
             ``None`` means ``1/sqrt(d_k)``, ``1.0`` turns scaling off.
+        sink: optional ``(heads,)`` logit per head for q ``(batch, heads, n_q, d_k)``:
+            the softmax is :func:`softmax_with_sink`, so a row may give weight to no key.
 
     Returns:
         output ``(..., n_q, d_v)`` and weights ``(..., n_q, n_k)``.
@@ -91,7 +119,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
     A query row whose keys are all masked gets all-zero weights and a zero output,
     never NaN (a plain softmax over a row of -inf gives 0/0 = NaN).
 
-    Used in lessons 02, 04, 05, 06 and 08.
+    Used in lessons 02, 04, 05, 06, 08 and 17.
     """
     q, k, v, mask, scale = _require_attention_inputs(q, k, v, mask, scale)
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., n_q, n_k)
@@ -100,7 +128,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
         # rows finite scores for the softmax, then zero their weights afterwards.
         row_has_key = mask.any(dim=-1, keepdim=True)
         scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~row_has_key, 0.0)
-    weights = torch.softmax(scores, dim=-1)
+    if sink is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        weights = softmax_with_sink(scores, sink)
     if mask is not None:
         weights = weights.masked_fill(~row_has_key, 0.0)
     return weights @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
@@ -208,14 +239,26 @@ class MultiHeadAttention(nn.Module):
       then the ``held + n_q`` latest positions and ``mask`` is ``(n_q, held + n_q)``, e.g.
       ``band_mask(n_q, held + n_q, window=window)`` (``held = cache.layer_held(layer)``).
 
-    Used in lessons 04, 06, 07, 13 and 15.
+    Two ways to let a head attend to nothing (lesson 17), off by default:
+
+    - ``sink=True``: a learned logit per head, ``sink_logit`` ``(heads,)``, joins every row of
+      the scores before the softmax and is dropped after it (:func:`softmax_with_sink`,
+      gpt-oss's form), so a row's weights may sum to less than 1.
+    - ``gate=True``: an elementwise sigmoid gate from the query input, ``w_gate`` (``d_model ->
+      d_model``), multiplies every head's output before ``w_o`` (Qiu et al. 2025, Qwen3-Next):
+      ``w_o(merge(heads ⊙ sigmoid(split(w_gate(query)))))``.
+
+    Used in lessons 04, 06, 07, 13, 15 and 17.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True,
-                 num_kv_heads: int | None = None, rope_base: float | None = None):
+                 num_kv_heads: int | None = None, rope_base: float | None = None,
+                 sink: bool = False, gate: bool = False):
         super().__init__()
         self.d_k = require_divisible(d_model, num_heads)
         require_bool("bias", bias)
+        require_bool("sink", sink)
+        require_bool("gate", gate)
         num_kv_heads = require_kv_heads(num_heads, num_kv_heads)
         if rope_base is not None:
             require_positive_number("rope_base", rope_base)
@@ -230,6 +273,9 @@ class MultiHeadAttention(nn.Module):
         self.w_k = nn.Linear(d_model, num_kv_heads * self.d_k, bias=bias)
         self.w_v = nn.Linear(d_model, num_kv_heads * self.d_k, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        # gpt-oss's sink logit starts at 0: as if one more key with score 0 sat in every row.
+        self.sink_logit = nn.Parameter(torch.zeros(num_heads)) if sink else None
+        self.w_gate = nn.Linear(d_model, d_model, bias=bias) if gate else None
 
     def _require_input(self, name: str, x, notation: str) -> torch.Tensor:
         x = require_tensor(name, x, notation)
@@ -293,21 +339,30 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             # The cache keeps the rotated keys: a key's position never changes later.
             k, v = cache.append(layer, k, v, window=window)  # (batch, kv_heads, held + n_q, d_k)
-        if not need_weights and (mask is None or mask.any(dim=-1).all()):
+        if (not need_weights and self.sink_logit is None
+                and (mask is None or mask.any(dim=-1).all())):
             # Nobody reads the weights: torch's fused kernel computes the same softmax without
             # keeping (batch, heads, n_q, n_k), and lets each key/value head serve its group.
             # (A query with no key to attend to stays on the explicit path, which gives it 0.)
             heads = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, enable_gqa=self.num_kv_heads != self.num_heads)
-            return self.w_o(merge_heads(heads)), None  # (batch, n_q, d_model)
+            return self.w_o(merge_heads(self._gated(heads, query))), None  # (batch, n_q, d_model)
         if self.num_kv_heads != self.num_heads:
             # Each key/value head serves `group` neighbouring query heads.
             group = self.num_heads // self.num_kv_heads
             k = k.repeat_interleave(group, dim=1)  # (batch, heads, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)
-        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=mask, sink=self.sink_logit)
         # heads (batch, heads, n_q, d_k), weights (batch, heads, n_q, n_k)
+        heads = self._gated(heads, query)
         return self.w_o(merge_heads(heads)), weights  # (batch, n_q, d_model)
+
+    def _gated(self, heads, query):
+        """``heads`` ``(batch, heads, n_q, d_k)`` times the sigmoid gate of ``query`` ``(batch,
+        n_q, d_model)``, elementwise (unchanged without ``gate=True``)."""
+        if self.w_gate is None:
+            return heads
+        return heads * torch.sigmoid(split_heads(self.w_gate(query), self.num_heads))
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -121,6 +121,8 @@ class EncoderBlock(nn.Module):
             only to measure what they are for (lesson 07, section 6).
         activation: ``"relu"`` or ``"gelu"`` inside the FFN.
         eps: LayerNorm's epsilon.
+        sink, gate: the attention's learned sink logit per head or sigmoid output gate
+            (:class:`~course_utils.nn.attention.MultiHeadAttention`, lesson 17).
 
     ``forward(x, mask=None, cache=None, layer=0)`` takes x ``(batch, seq_len, d_model)`` and
     an optional bool mask broadcastable to ``(batch, num_heads, seq_len, n_k)`` (no mask:
@@ -133,15 +135,15 @@ class EncoderBlock(nn.Module):
     :class:`~course_utils.nn.attention.MultiHeadAttention`); ``window`` makes the cache keep
     only this layer's last ``window`` positions (lesson 17).
 
-    Used in lessons 07 and 10.
+    Used in lessons 07, 10 and 17.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False,
                  residual: bool = True, layer_norm: bool = True, activation: str = "relu",
-                 eps: float = 1e-5):
+                 eps: float = 1e-5, sink: bool = False, gate: bool = False):
         super().__init__()
         eps = require_positive_number("eps", eps)
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, sink=sink, gate=gate)
         self.ffn = FeedForward(d_model, d_ff, activation)
         self.d_model = d_model
         self.norm_first = require_bool("norm_first", norm_first)
