@@ -205,6 +205,30 @@ def test_softmax_with_sink_is_the_formula():
                           torch.softmax(scores, dim=-1), atol=1e-6)
 
 
+def test_sink_attention_equals_gpt_oss_in_transformers():
+    """The package's sink logit is gpt-oss's: transformers' eager attention of that model, with
+    its additive mask and its learned ``sinks``, gives the same weights and outputs."""
+    from types import SimpleNamespace
+
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+
+    torch.manual_seed(6)
+    attention = MultiHeadAttention(8, 2, sink=True)
+    x, mask = torch.randn(2, 5, 8), causal_mask(5)
+    with torch.no_grad():
+        attention.sink_logit.copy_(torch.tensor([0.7, -1.2]))
+        output, weights = attention(x, mask=mask)
+        q, k, v = (split_heads(w(x), 2) for w in (attention.w_q, attention.w_k, attention.w_v))
+        gpt_oss = SimpleNamespace(sinks=attention.sink_logit, num_key_value_groups=1,
+                                  training=False)
+        additive = torch.zeros(5, 5).masked_fill(~mask, float("-inf"))[None, None]
+        heads, expected_weights = eager_attention_forward(gpt_oss, q, k, v, additive,
+                                                          scaling=4 ** -0.5)
+        expected = attention.w_o(heads.reshape(2, 5, 8))  # heads (batch, n_q, heads, d_k)
+    assert torch.allclose(weights, expected_weights, atol=1e-6)
+    assert torch.allclose(output, expected, atol=1e-6)
+
+
 def test_sink_and_gate_attention_is_the_formula():
     torch.manual_seed(4)
     x, mask = torch.randn(2, 6, 8), causal_mask(6)
