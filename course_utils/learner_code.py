@@ -51,7 +51,7 @@ def raised_by_learner(error: BaseException) -> bool:
 
 def kept_random_state(seed: int | None = None):
     """A context that runs its block from the random state ``seed`` (if given: Python's,
-    NumPy's and torch's generators seeded with it) and restores the three generators
+    NumPy's and torch's CPU generators seeded with it) and restores the three generators
     afterwards, so that checking the learner's code never moves the learner's random numbers.
 
     Used in every lesson.
@@ -66,7 +66,11 @@ def _random_state_kept(seed: int | None) -> Iterator[None]:
         if seed is not None:
             random.seed(seed)
             np.random.seed(seed)
-            torch.manual_seed(seed)
+            # The CPU generator only, the one restored below: torch.manual_seed would also
+            # reseed (and leave reseeded) every GPU generator, and where torch has no GPU it
+            # queues those seeds with a formatted copy of the call stack, two thirds of what
+            # a diagnose() costs.
+            torch.default_generator.manual_seed(seed)
         yield
     finally:
         python_state, numpy_state, torch_state = states
