@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.language import set_language
-from course_utils.views.explorer_model import pronoun_example
-
 CHROMIUM = Path("/usr/bin/chromium")
 
 CHROMIUM_ARGS = [
@@ -92,6 +89,11 @@ def require_chromium() -> None:
 
 def pronoun_example_of(edition: str):
     """The explorer's sentence as that edition shows it (same vectors, its own words)."""
+    # Imported here: this module is a plugin of every pytest process, and xdist's controller,
+    # which runs no test, would otherwise import torch before it starts the workers.
+    from course_utils.language import set_language
+    from course_utils.views.explorer_model import pronoun_example
+
     set_language(edition)
     try:
         return pronoun_example()

@@ -10,8 +10,10 @@ took 24 s with two threads and 5 s with one.
 
 from __future__ import annotations
 
-import torch
-
 
 def pytest_configure(config) -> None:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # xdist's controller runs no test: importing torch would delay its workers' start
+    import torch
+
     torch.set_num_threads(1)
