@@ -255,9 +255,12 @@ def use_edition_font(language: str) -> None:
 
     Used in every lesson.
     """
-    path = edition_font_path(language)
+    path = str(edition_font_path(language))
     family = edition(language)["figure_font"]["family"]
-    font_manager.fontManager.addfont(str(path))
+    # Once: addfont lists the font again at every call and forgets every font it had found,
+    # so each switch of language made the next figures' font lookups slower.
+    if all(font.fname != path for font in font_manager.fontManager.ttflist):
+        font_manager.fontManager.addfont(path)
     # A generic family stands for its first installed font only, so the fallback must be
     # named in font.family itself for matplotlib to try it glyph by glyph.
     families = [name for name in matplotlib.rcParams["font.family"] if name != family]

@@ -8,6 +8,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from matplotlib import font_manager
 
 from course_utils import language
 
@@ -41,6 +42,14 @@ def test_the_chinese_edition_draws_chinese_and_latin_without_missing_glyphs(rest
     assert _glyph_warnings("注意力权重 attention weights (n_q, n_k) −1.5") == []
     family = language.edition("zh-CN")["figure_font"]["family"]
     assert matplotlib.rcParams["font.family"] == ["sans-serif", family]
+
+
+def test_switching_the_language_again_registers_the_font_once(restored):
+    language.set_language("zh-CN")
+    fonts = len(font_manager.fontManager.ttflist)
+    for edition in ("en", "zh-CN", "en", "zh-CN"):
+        language.set_language(edition)
+    assert len(font_manager.fontManager.ttflist) == fonts
 
 
 def test_the_editions_are_english_and_every_catalogue_found():
