@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 
 import pytest
 
@@ -11,6 +12,8 @@ from tools import course
 from tools.lessons import NOTEBOOK_DIR, ROOT, all_lesson_paths, read, stated_run_time
 
 LESSONS = all_lesson_paths()  # both editions
+# Nine checks below look at every lesson and none changes it: each is parsed once.
+parsed = cache(read)
 
 
 def _name(path) -> str:
@@ -49,7 +52,7 @@ def test_the_editions_other_than_english_are_validated_with_portable_cpu_kernels
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_cells_ran_top_to_bottom_in_one_fresh_run(path):
-    counts = [cell.execution_count for cell in read(path).cells if cell.cell_type == "code"]
+    counts = [cell.execution_count for cell in parsed(path).cells if cell.cell_type == "code"]
     assert counts == list(range(1, len(counts) + 1)), (
         f"{path.name}: execution counts {counts}; re-run it with python3 tools/course.py execute"
     )
@@ -57,21 +60,21 @@ def test_cells_ran_top_to_bottom_in_one_fresh_run(path):
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_no_error_output_is_stored(path):
-    for index, cell in enumerate(read(path).cells):
+    for index, cell in enumerate(parsed(path).cells):
         for output in cell.get("outputs", []):
             assert output.output_type != "error", f"{path.name} cell {index}: {output.ename}"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_no_widget_state_is_saved(path):
-    assert "widgets" not in read(path).metadata, (
+    assert "widgets" not in parsed(path).metadata, (
         f"{path.name} stores widget state; re-run it with python3 tools/course.py execute"
     )
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_no_unfinished_prose(path):
-    for cell in read(path).cells:
+    for cell in parsed(path).cells:
         assert not re.search(r"\bTODO\b|\bFIXME\b|\bXXX\b", cell.source), (
             f"{path.name} has unfinished text: {cell.source[:80]!r}"
         )
@@ -85,7 +88,7 @@ MACHINERY_WORDS = re.compile(r"claims audit|setup seed|stored run|audit seed|断
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_the_prose_does_not_speak_of_the_test_machinery(path):
-    for number, cell in enumerate(read(path).cells, 1):
+    for number, cell in enumerate(parsed(path).cells, 1):
         if cell.cell_type == "markdown":
             found = MACHINERY_WORDS.search(cell.source)
             assert not found, f"{_name(path)} cell {number} says {found.group()!r} to the learner"
@@ -97,9 +100,9 @@ MAX_CHECK_MARKS = 30
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
-def test_a_lesson_prints_few_enough_check_marks_to_be_read(path):
+def test_a_lesson_prints_few_enough_check_marks_to_be_parsed(path):
     marks = sum(line.lstrip().startswith("✓ ")
-                for cell in read(path).cells if cell.cell_type == "code"
+                for cell in parsed(path).cells if cell.cell_type == "code"
                 for output in cell.get("outputs", []) if output.get("output_type") == "stream"
                 for line in output.get("text", "").splitlines())
     assert marks <= MAX_CHECK_MARKS, (
@@ -162,7 +165,7 @@ def test_provenance_patterns_catch_citations_and_spare_random_seeds(text, found)
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_no_mention_of_where_the_material_came_from(path):
-    found = [f"cell {index}: {phrase!r}" for index, cell in enumerate(read(path).cells)
+    found = [f"cell {index}: {phrase!r}" for index, cell in enumerate(parsed(path).cells)
              for phrase in provenance_mentions(cell.source)]
     assert not found, (
         f"{path.name} tells the learner where material came from ({'; '.join(found)}); "
@@ -199,7 +202,7 @@ def test_padding_by_character_count_is_found(source, found):
 
 @pytest.mark.parametrize("path", LESSONS, ids=_name)
 def test_text_in_tables_is_padded_by_display_width(path):
-    found = [f"cell {index}: {literal}" for index, cell in enumerate(read(path).cells)
+    found = [f"cell {index}: {literal}" for index, cell in enumerate(parsed(path).cells)
              if cell.cell_type == "code"
              for literal in text_padded_by_character_count(cell.source)]
     assert not found, (
