@@ -54,7 +54,7 @@ def load_text(name: str) -> str:
 class CharTokenizer:
     """One token per character: id ``i`` is ``chars[i]``, the characters in sorted order.
 
-    Used in lessons 12, 13, 16 and 18.
+    Used in lessons 12, 13, 16, 17 and 18.
     """
 
     def __init__(self, chars: str):
@@ -132,7 +132,7 @@ def sample_windows(tokens, batch_size: int, seq_len: int,
     ``(num_tokens,)``, each starting at a position drawn with ``generator``:
     ``(batch, seq_len + 1)``; inputs are ``[:, :-1]``, targets ``[:, 1:]``.
 
-    Used in lessons 12 and 13.
+    Used in lessons 12, 13 and 17.
     """
     tokens = _require_stream(tokens)
     require_positive_int("batch_size", batch_size)
