@@ -14,7 +14,8 @@ module.exports = [
       ecmaVersion: 5,
       sourceType: "script",
       // A browser script; `module` and `require` are read only where node loads it (to
-      // export the logic, and to load live_common.js, which the page inlines before it).
+      // export the logic, and to load view_common.js and live_common.js, which the page
+      // inlines before it).
       globals: {...globals.browser, module: "readonly", require: "readonly"},
     },
   },

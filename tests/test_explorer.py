@@ -285,11 +285,13 @@ def test_explorer_output_is_self_contained():
     text = AttentionExplorer(sentences=[round_example()])._repr_html_()
     assert text.count('class="attn-explorer"') == 1
     # Nothing is loaded from anywhere: no src/href attribute, no URL, no import. (The
-    # SVG namespace is a name, never fetched.)
+    # SVG namespace is a name, never fetched; the scripts require view_common.js only where
+    # node loads them, where `module` exists: the page has it inlined before them.)
     text = text.replace("'http://www.w3.org/2000/svg'", "")
+    text = text.replace("require('./view_common.js')", "")
     for forbidden in ("src=", "href=", "http://", "https://", "import(", "require(", "url("):
         assert forbidden not in text, forbidden
-    assert text.count("<script") == 2  # the data and the code
+    assert text.count("<script") == 3  # the data, the shared helpers and the explorer's code
 
 
 def test_every_precomputed_state_is_the_course_attention():
@@ -483,7 +485,8 @@ def test_the_pages_words_come_from_python_in_both_languages(chinese):
 def test_the_output_inlines_the_shipped_script_and_styles():
     """The page's front end is the package data, inlined: no file is fetched by the page."""
     text = AttentionExplorer()._repr_html_()
-    assert f"<script>{EXPLORER_JS}</script>" in text
+    scripts = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert scripts == [(STATIC / "view_common.js").read_text(encoding="utf-8"), EXPLORER_JS]
     assert f"<style>{EXPLORER_CSS}</style>" in text
     assert "</script" not in EXPLORER_JS.lower() and "</style" not in EXPLORER_CSS.lower()
     assert not re.search(r"<script[^>]* src=|<link |@import|url\(", text)

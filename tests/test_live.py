@@ -149,7 +149,9 @@ def test_the_output_is_self_contained_and_marked(view):
     html = view._repr_html_()
     static = ROOT / "course_utils" / "views" / "static"
     assert 'data-live-model' in html.split(">", 1)[0]
-    assert f"<script>{(static / 'live.js').read_text(encoding='utf-8')}</script>" in html
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+    assert scripts == [(static / name).read_text(encoding="utf-8")
+                       for name in ("view_common.js", "live_common.js", "live.js")]
     assert (static / "live.css").read_text(encoding="utf-8") in html
     assert "src=" not in html and "href=" not in html and "http" not in html.split("<script>")[0]
     payload = payload_of(html)

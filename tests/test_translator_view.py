@@ -134,7 +134,7 @@ def test_the_output_is_self_contained_and_marked(view):
     assert "data-live-model" not in html  # lesson 12's live view tests would pick it up
     scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
     assert scripts == [(STATIC / name).read_text(encoding="utf-8")
-                       for name in ("live_common.js", "translator.js")]
+                       for name in ("view_common.js", "live_common.js", "translator.js")]
     for name in ("explorer.css", "live.css", "translator.css"):
         assert (STATIC / name).read_text(encoding="utf-8") in html
     assert "src=" not in html and "href=" not in html and "://" not in html

@@ -34,7 +34,8 @@ Three layers, so that everything but the clicking is testable without a browser:
   default sentence), ``weight_matrix()``, ``explorer_state()`` and ``computation_steps()``;
 - view: ``AttentionExplorer`` (a hand-set example) and ``ModelExplorer`` (attention maps
   ``(num_layers, num_heads, n, n)`` of a real model): HTML + JSON + the script and
-  styles in ``static/explorer.js`` and ``static/explorer.css`` (package data, read with
+  styles in ``static/explorer.js`` (after ``static/view_common.js``, the helpers every view's
+  script shares) and ``static/explorer.css`` (package data, read with
   ``importlib.resources`` and inlined: the page fetches nothing), with stable CSS
   classes (``attn-explorer-*``) that tests read;
 - figures: ``explorer_figure()`` and ``model_view_figure()``, static pictures for readers

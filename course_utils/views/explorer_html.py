@@ -1,6 +1,7 @@
 """The attention explorer's page: one row and one heatmap as HTML, the controls' words, and
-the inlined front end (``static/explorer.js`` and ``explorer.css``, package data: the page
-fetches nothing). Stable CSS classes (``attn-explorer-*``) are what the tests read.
+the inlined front end (``static/view_common.js``, the helpers every view's script shares, then
+``static/explorer.js``, and ``explorer.css``; package data: the page fetches nothing). Stable
+CSS classes (``attn-explorer-*``) are what the tests read.
 """
 
 from __future__ import annotations
@@ -212,5 +213,6 @@ def _explorer_page_html(payload: dict, fallback: str) -> str:
             "or read the lesson on the course website, to use it.")
         + '</i></p></div>'
         f'<script type="application/json" class="attn-explorer-data">{data}</script>'
+        f'<script>{front_end("view_common.js")}</script>'
         f'<script>{front_end("explorer.js")}</script></div>'
     )

@@ -12,9 +12,10 @@ output and not an ipywidget: see :mod:`course_utils.views.explorer`).
   knows, the last ``max_len`` of them), :func:`half_precision_copy` (the model as the page
   holds it, every weight rounded to float16) and :func:`export_weights` (those weights
   as base64 with their names and shapes);
-- view: :class:`LiveModelView`, the HTML output (``static/live.js`` after the arithmetic it
-  shares with lesson 15's translator view, ``static/live_common.js``; ``static/live.css``
-  and the explorer's styles; all inlined), marked ``data-live-model``; in the page,
+- view: :class:`LiveModelView`, the HTML output (``static/live.js`` after the helpers every
+  view shares, ``static/view_common.js``, and the arithmetic and start-up steps it shares with
+  lesson 15's translator view, ``static/live_common.js``; ``static/live.css`` and the
+  explorer's styles; all inlined), marked ``data-live-model``; in the page,
   ``window.courseLiveModel(element).run(text)`` returns ``{tokens, attentions, next}``;
 - figure: :func:`live_view_figure`, the opening state as a picture for readers where no
   script runs.
@@ -281,6 +282,7 @@ class LiveModelView:
                 "Colab, or read the lesson on the course website, to type your own text.")
             + '</i></p></div>'
             f'<script type="application/json" class="attn-live-data">{data}</script>'
+            f'<script>{front_end("view_common.js")}</script>'
             f'<script>{front_end("live_common.js")}</script>'
             f'<script>{front_end("live.js")}</script></div>'
         )

@@ -6,8 +6,9 @@ encoder once, then decodes greedily (``static/translator.js``, the same arithmet
 and, for each character written, its cross-attention row over the English words, in any
 decoder layer and head. No kernel, no server, nothing downloaded: the weights travel inside
 the output as float16 in base64 (:mod:`course_utils.views.half_weights`), as in lesson 12's
-live view (:mod:`course_utils.views.live_view`), whose layer arithmetic the page shares
-(``static/live_common.js``).
+live view (:mod:`course_utils.views.live_view`), whose layer arithmetic and start-up steps the
+page shares (``static/live_common.js``); the text and DOM helpers every view shares come first
+(``static/view_common.js``).
 
 - logic: :func:`readable_words` (which tokens the translator reads: the words and marks its
   vocabulary knows, the first ``max_src_len`` of them) and :func:`export_translator` (its
@@ -243,6 +244,7 @@ class TranslatorView:
                 "own number.")
             + '</i></p></div>'
             f'<script type="application/json" class="attn-live-data">{data}</script>'
+            f'<script>{front_end("view_common.js")}</script>'
             f'<script>{front_end("live_common.js")}</script>'
             f'<script>{front_end("translator.js")}</script></div>'
         )

@@ -7,6 +7,8 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const explorer = require("../../course_utils/views/static/explorer.js");
+// The helpers the explorer shares with the live views (tested in view_common.test.js).
+const common = require("../../course_utils/views/static/view_common.js");
 
 if (!process.env.EXPLORER_FIXTURE) {
   throw new Error("EXPLORER_FIXTURE is not set: run `pytest tests/test_explorer_js.py`, " +
@@ -36,10 +38,10 @@ test("softmax and entropy match torch on masked and unmasked rows", function () 
   assert.ok(FIXTURE.softmax.length >= 12);
   FIXTURE.softmax.forEach(function (row, i) {
     const logits = row.logits.map(function (l) { return l === null ? -Infinity : l; });
-    const weights = explorer.softmax(logits);
+    const weights = common.softmax(logits);
     close(weights, row.weights, 1e-12, "softmax case " + i);
     logits.forEach(function (l, k) { if (l === -Infinity) { assert.equal(weights[k], 0); } });
-    close(explorer.entropy(weights), row.entropy, 1e-12, "entropy case " + i);
+    close(common.entropy(weights), row.entropy, 1e-12, "entropy case " + i);
   });
 });
 
@@ -230,9 +232,9 @@ test("the row's title reads as Python's no-script row, in every edition", functi
     const one = data.temperatures.indexOf(1);
     FIXTURE.editions[edition].settings_shown.forEach(function (python) {
       const S = stateFor(data, {causal: python.causal, scaled: python.scaled, t: one});
-      const title = "<div>" + explorer.fill(explorer.esc(ui.row_title),
-        "<b>" + explorer.esc(sentence.tokens[S.q]) + "</b>",
-        explorer.esc(explorer.settingsText(data, S))) + "</div>";
+      const title = "<div>" + common.fill(common.esc(ui.row_title),
+        "<b>" + common.esc(sentence.tokens[S.q]) + "</b>",
+        common.esc(explorer.settingsText(data, S))) + "</div>";
       assert.equal(title, python.html, edition + " " + JSON.stringify(python));
     });
     const hot = stateFor(data, {t: 0});
@@ -240,34 +242,14 @@ test("the row's title reads as Python's no-script row, in every edition", functi
               data.temperatures[0].toFixed(2)), edition);
     const model = FIXTURE.editions[edition].model, M = explorer.initialState(model);
     assert.equal(explorer.settingsText(model, M),
-                 explorer.fill(model.ui.layer_head, M.layer, M.head));
+                 common.fill(model.ui.layer_head, M.layer, M.head));
   });
-});
-
-test("fill and esc", function () {
-  assert.equal(explorer.fill("{1} {0} {1}", "a", "b"), "b a b");
-  assert.equal(explorer.fill("no placeholder"), "no placeholder");
-  assert.equal(explorer.esc('<b class="x">&</b>'), "&lt;b class=&quot;x&quot;&gt;&amp;&lt;/b&gt;");
-  assert.equal(explorer.esc(3), "3");
 });
 
 test("dot and weighted sum on a non-square case", function () {
   assert.equal(explorer.dot([1, 2, 3], [4, -5, 6]), 12);
   // weights (n_k = 3,) × values (3, d_v = 2) -> (2,)
   assert.deepEqual(explorer.weightedSum([0.5, 0.25, 0.25], [[2, 4], [4, 0], [0, 8]]), [2, 4]);
-});
-
-test("the arrow keys, Home and End move the query along the words and stop at the ends", () => {
-  assert.equal(explorer.arrowStep("ArrowRight", 2, 5), 3);
-  assert.equal(explorer.arrowStep("ArrowDown", 2, 5), 3);
-  assert.equal(explorer.arrowStep("ArrowLeft", 2, 5), 1);
-  assert.equal(explorer.arrowStep("ArrowUp", 2, 5), 1);
-  assert.equal(explorer.arrowStep("Home", 2, 5), 0);
-  assert.equal(explorer.arrowStep("End", 2, 5), 4);
-  assert.equal(explorer.arrowStep("ArrowLeft", 0, 5), 0);
-  assert.equal(explorer.arrowStep("ArrowRight", 4, 5), 4);
-  assert.equal(explorer.arrowStep("a", 2, 5), null);
-  assert.equal(explorer.arrowStep("Enter", 2, 5), null);
 });
 
 test("a heatmap cell's text keeps 4.5:1 contrast on its red on either side of the switch", () => {

@@ -126,11 +126,3 @@ test("texts with nothing the model knows give no prediction, not an error", {ski
   assert.equal(live.shownCharacter(" ") + live.shownCharacter("\n"), "␣↵");
 });
 
-test("the live views move the query with the explorer's keys", () => {
-  const explorer = require("../../course_utils/views/static/explorer.js");
-  for (const key of ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "x"]) {
-    for (const q of [0, 3, 6]) {
-      assert.equal(common.arrowStep(key, q, 7), explorer.arrowStep(key, q, 7), key + " " + q);
-    }
-  }
-});

@@ -6,7 +6,9 @@
    a row whose query the reader edited is recomputed here (q·k, scale, mask, softmax,
    entropy, weighted sum of the values), as the course's attention computes it.
    Every word it shows comes from the JSON too (data.ui, in the course language of the
-   moment the explorer was shown), so one script serves every edition.
+   moment the explorer was shown), so one script serves every edition. What it shares with
+   the live views (the text helpers, softmax, entropy, the DOM helpers, the start-up steps)
+   is view_common.js's, inlined before this script.
 
    Two halves: the logic (pure functions of the data and the state S, no DOM), exported
    for node's test runner when `module` exists (tests/js/), and the page (start), which
@@ -16,14 +18,11 @@
 
   // --- logic: numbers and state changes, no DOM ------------------------------------------
 
-  function fill(template) {  // UI text with {0}, {1} ... replaced by the arguments
-    var parts = Array.prototype.slice.call(arguments, 1);
-    return template.replace(/\{(\d+)\}/g, function (_, i) { return parts[Number(i)]; });
-  }
-  function esc(s) {
-    return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-      .replace(/"/g, '&quot;');
-  }
+  // What every view shares (view_common.js, inlined before this script).
+  var V = typeof module !== 'undefined' && module.exports ? require('./view_common.js') :
+    window.courseViewCommon;
+  var fill = V.fill, esc = V.esc, softmax = V.softmax, entropy = V.entropy;
+
   function isToy(data) { return data.mode === 'toy'; }
   function sentenceOf(data, S) { return data.sentences[S.s]; }
 
@@ -53,16 +52,6 @@
     var x = sentenceOf(data, S), edited = S.edits[q];
     if (!edited) { return x.scores[q]; }
     return x.keys.map(function (key) { return dot(key, edited); });
-  }
-  function softmax(logits) {  // -Infinity gets weight 0; the largest logit is subtracted first
-    var top = Math.max.apply(null, logits), total = 0;
-    var e = logits.map(function (l) { var v = Math.exp(l - top); total += v; return v; });
-    return e.map(function (v) { return v / total; });
-  }
-  function entropy(w) {  // in nats: log(n) when uniform, 0 when one-hot
-    var h = 0;
-    w.forEach(function (v) { if (v > 0) { h -= v * Math.log(v); } });
-    return h;
   }
   function weightedSum(w, values) {  // Σ_k w[k] values[k]: (n_k,) × (n_k, d_v) -> (d_v,)
     return values[0].map(function (_, d) {
@@ -127,26 +116,18 @@
   }
   function resetEdits(S) { S.edits = {}; }
   function pickLayerHead(S, layer, head) { S.layer = layer; S.head = head; }
-  // The query a key moves to from q among n words (null: not an arrow key): left/up one
-  // back, right/down one on, Home the first, End the last; it stops at either end.
-  function arrowStep(key, q, n) {
-    var to = {ArrowLeft: q - 1, ArrowUp: q - 1, ArrowRight: q + 1, ArrowDown: q + 1,
-              Home: 0, End: n - 1}[key];
-    return to === undefined ? null : Math.max(0, Math.min(n - 1, to));
-  }
   // A weight above this is written in white on its red cell, at or below it in black: the
   // switch where both keep WCAG AA's 4.5:1 contrast on rgba(192,57,43,w) over white.
   var INK_SWITCH = 0.89;
 
   var logic = {
-    fill: fill, esc: esc, initialState: initialState, shownQuery: shownQuery, scale: scale,
-    hidden: hidden, dot: dot, scoreRow: scoreRow, softmax: softmax, entropy: entropy,
-    weightedSum: weightedSum, editedRow: editedRow, current: current,
+    initialState: initialState, shownQuery: shownQuery, scale: scale,
+    hidden: hidden, dot: dot, scoreRow: scoreRow, weightedSum: weightedSum, editedRow: editedRow, current: current,
     settingsText: settingsText, pickSentence: pickSentence, clearHover: clearHover,
     pickQuery: pickQuery, toggleCausal: toggleCausal, toggleScale: toggleScale,
     setTemperature: setTemperature, moveStep: moveStep,
     editFeature: editFeature, resetEdits: resetEdits, pickLayerHead: pickLayerHead,
-    arrowStep: arrowStep, INK_SWITCH: INK_SWITCH
+    INK_SWITCH: INK_SWITCH
   };
   if (typeof module !== 'undefined' && module.exports) { module.exports = logic; }
   if (typeof document !== 'undefined') { start(document.currentScript); }
@@ -154,15 +135,9 @@
   // --- the page ----------------------------------------------------------------------------
 
   function start(me) {
-    var root = me && me.parentNode && me.parentNode.classList &&
-      me.parentNode.classList.contains('attn-explorer') ? me.parentNode : null;
-    if (!root) {  // no currentScript: the last explorer on the page not yet started
-      var waiting = document.querySelectorAll('.attn-explorer:not([data-ready])');
-      root = waiting[waiting.length - 1];
-    }
-    if (!root || root.getAttribute('data-ready')) { return; }
-    root.setAttribute('data-ready', '1');
-    var data = JSON.parse(root.querySelector('script.attn-explorer-data').textContent);
+    var root = V.claimRoot(me, '.attn-explorer');
+    if (!root) { return; }
+    var data = V.readPayload(root, 'attn-explorer-data');
     var toy = isToy(data);
     var S = initialState(data);
     var UI = data.ui;  // the page's words, in the course language (see UI_TEXT)
@@ -170,12 +145,8 @@
     var SVG = 'http://www.w3.org/2000/svg';
     var ui = {};
 
-    function el(tag, cls, text) {
-      var e = document.createElement(tag);
-      if (cls) { e.className = cls; }
-      if (text !== undefined && text !== null) { e.textContent = text; }
-      return e;
-    }
+    var el = V.el, selector = V.selector, pressable = V.pressable, colour = V.colour;
+    var arrowStep = V.arrowStep;
     function svgEl(tag, attrs) {
       var e = document.createElementNS(SVG, tag);
       for (var k in attrs) { e.setAttribute(k, attrs[k]); }
@@ -183,9 +154,6 @@
     }
     function sentence() { return sentenceOf(data, S); }
     function tokens() { return sentence().tokens; }
-    function colour(w) {
-      return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')';
-    }
     // The text on colour(w): white only where the red is dark enough for it (WCAG AA 4.5:1
     // either side of the switch; render_heatmap_html uses the same INK_SWITCH).
     function ink(w) { return w > INK_SWITCH ? 'white' : 'black'; }
@@ -277,27 +245,6 @@
       if (toy && sentence().value_names) { app.appendChild(buildEditor()); }
       if (!toy) { app.appendChild(buildModelView()); }
       update();
-    }
-
-    // A canvas that acts as a button: in the tab order, named, pressed by Enter or Space.
-    function pressable(node, name, onPress) {
-      node.setAttribute('tabindex', '0'); node.setAttribute('role', 'button');
-      node.setAttribute('aria-label', name);
-      node.addEventListener('click', onPress);
-      node.addEventListener('keydown', function (event) {
-        if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); onPress(); }
-      });
-    }
-
-    function selector(cls, name, count, onChange) {
-      var label = el('label', null, name + ' ');
-      var s = el('select', cls);
-      for (var i = 0; i < count; i++) {
-        var o = el('option', null, String(i)); o.value = String(i); s.appendChild(o);
-      }
-      s.addEventListener('change', function () { onChange(Number(s.value)); });
-      label.appendChild(s);
-      return s;
     }
 
     function buildLines() {
@@ -609,8 +556,7 @@
       ui.steps.innerHTML = html.join('');
     }
 
-    var fallback = root.querySelector('.attn-explorer-fallback');
-    if (fallback) { fallback.parentNode.removeChild(fallback); }
+    V.removeFallback(root, 'attn-explorer-fallback');
     ui.app = el('div', 'attn-explorer-app');
     root.appendChild(ui.app);
     build();

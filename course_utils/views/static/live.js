@@ -5,9 +5,11 @@
    vocabulary, the words to show), and runs the course's GPT (course_utils/models/gpt.py) on
    whatever the reader types: token plus position vectors, pre-LN blocks of causal
    multi-head attention and a GELU feed-forward network, a final LayerNorm and the tied
-   readout, then a softmax over the vocabulary. The arithmetic of the layers is
-   live_common.js's (inlined before this script, shared with lesson 15's translator view);
-   node's test runner checks the model against the Python one (tests/js/live.test.js).
+   readout, then a softmax over the vocabulary. The arithmetic of the layers and the
+   start-up steps only the live views share are live_common.js's (shared with lesson 15's
+   translator view), the text and DOM helpers and softmax view_common.js's (shared with the
+   explorer too), both inlined before this script; node's test runner checks the model
+   against the Python one (tests/js/live.test.js).
 
    Two halves, as explorer.js: the logic (pure functions, no DOM), exported for node when
    `module` exists, and the page (start), which runs only where there is a document.
@@ -19,12 +21,14 @@
 
   // --- logic: the model, no DOM -------------------------------------------------------------
 
-  // What the live views share (live_common.js, inlined before this script).
-  var C = typeof module !== 'undefined' && module.exports ? require('./live_common.js') :
-    window.courseLiveCommon;
-  var fill = C.fill, esc = C.esc, linear = C.linear, layerNorm = C.layerNorm,
-    softmax = C.softmax, entropy = C.entropy, addInPlace = C.addInPlace, el = C.el,
-    selector = C.selector, arrowStep = C.arrowStep, pressable = C.pressable;
+  // What every view shares (view_common.js) and what the live views share (live_common.js),
+  // both inlined before this script.
+  var node = typeof module !== 'undefined' && module.exports;
+  var V = node ? require('./view_common.js') : window.courseViewCommon;
+  var C = node ? require('./live_common.js') : window.courseLiveCommon;
+  var fill = V.fill, esc = V.esc, softmax = V.softmax, entropy = V.entropy, el = V.el,
+    selector = V.selector, arrowStep = V.arrowStep, pressable = V.pressable, colour = V.colour;
+  var linear = C.linear, layerNorm = C.layerNorm, addInPlace = C.addInPlace;
 
   // The payload's model as {config, vocab, index (character -> id), p (name -> flat array)}.
   function unpackModel(payload) {
@@ -166,15 +170,9 @@
   // --- the page ------------------------------------------------------------------------------
 
   function start(me) {
-    var root = me && me.parentNode && me.parentNode.hasAttribute &&
-      me.parentNode.hasAttribute('data-live-model') ? me.parentNode : null;
-    if (!root) {  // no currentScript: the last live view on the page not yet started
-      var waiting = document.querySelectorAll('[data-live-model]:not([data-ready])');
-      root = waiting[waiting.length - 1];
-    }
-    if (!root || root.getAttribute('data-ready')) { return; }
-    root.setAttribute('data-ready', '1');
-    var data = JSON.parse(root.querySelector('script.attn-live-data').textContent);
+    var root = V.claimRoot(me, '[data-live-model]');
+    if (!root) { return; }
+    var data = V.readPayload(root, 'attn-live-data');
     var model = unpackModel(data), UI = data.ui, cfg = model.config;
     // S: the text, the head shown, the query pinned by a click (null: the last character),
     // the sampler of "continue" (seeded once, so presses go on with the same stream).
@@ -182,19 +180,14 @@
              random: seededRandom(data.sampling.seed)};
     var R = null, ui = {};
 
-    root.courseLive = {
+    C.exposeModel(root, {
       run: function (text) { return run(model, String(text)); },
       continueText: function (text, count, seed) {
         return continueText(model, String(text), count, data.sampling.temperature,
                             seededRandom(seed));
       },
       vocab: model.vocab, config: cfg
-    };
-    window.courseLiveModel = function (element) {
-      return element && element.courseLive ? element.courseLive : null;
-    };
-
-    function colour(w) { return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')'; }
+    });
     function query() { return S.q !== null && S.q < R.tokens.length ? S.q : R.tokens.length - 1; }
 
     // --- building (once) --------------------------------------------------------------------
@@ -396,12 +389,8 @@
       var to = R.tokens.length ? arrowStep(event.key, query(), R.tokens.length) : null;
       if (to !== null) { event.preventDefault(); S.q = to; draw(); }
     });
-    ui.heatBox.addEventListener('click', function (event) {
-      var tr = event.target.closest ? event.target.closest('tr[data-query]') : null;
-      if (tr) { S.q = Number(tr.getAttribute('data-query')); draw(); }
-    });
-    var fallback = root.querySelector('.attn-live-fallback');
-    if (fallback) { fallback.parentNode.removeChild(fallback); }
+    C.onQueryRow(ui.heatBox, function (q) { S.q = q; draw(); });
+    V.removeFallback(root, 'attn-live-fallback');
     update();
   }
 })();

@@ -1,26 +1,26 @@
 /* What the live views share, inlined before their own script into every output of
    course_utils/views/live_view.py (lesson 12's GPT) and translator_view.py (lesson 15's
    translator): the weights decoded from float16 in base64 (course_utils/views/half_weights.py),
-   the arithmetic of the course's layers (nn.Linear, nn.LayerNorm, GELU, ReLU, softmax,
-   multi-head scaled dot-product attention, the FFN), and the pages' text and DOM helpers.
+   the arithmetic of the course's layers (nn.Linear, nn.LayerNorm, GELU, ReLU, multi-head
+   scaled dot-product attention, the FFN), and the start-up steps only they share (exposeModel:
+   window.courseLiveModel; onQueryRow). What the explorer shares with them too (the text and
+   DOM helpers, softmax, entropy, finding the root, reading the payload, removing the
+   fallback) is view_common.js's, inlined before this script.
 
    Arithmetic in float64 on the float16 weights; node's test runner checks the models built
    from it against Python (tests/js/live.test.js, tests/js/translator.test.js).
-   Pure functions (the DOM helpers aside, which only the pages call): exported for node when
-   `module` exists, else as window.courseLiveCommon for the view scripts that follow it.
+   Pure functions (the page's exposeModel and onQueryRow aside, which only the pages call):
+   exported for node when `module` exists, else as window.courseLiveCommon for the view
+   scripts that follow it.
    Plain ES5-style code and typed arrays (every browser has them), no library. */
 /* global Float64Array */
 (function () {
   "use strict";
 
-  function fill(template) {  // UI text with {0}, {1} ... replaced by the arguments
-    var parts = Array.prototype.slice.call(arguments, 1);
-    return template.replace(/\{(\d+)\}/g, function (_, i) { return parts[Number(i)]; });
-  }
-  function esc(s) {
-    return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-      .replace(/"/g, '&quot;');
-  }
+  // What every view shares (view_common.js, inlined before this script).
+  var V = typeof module !== 'undefined' && module.exports ? require('./view_common.js') :
+    window.courseViewCommon;
+  var softmax = V.softmax;
 
   function halfToNumber(bits) {  // an IEEE 754 half (16 bits) as a number
     var sign = bits & 0x8000 ? -1 : 1, exponent = (bits >> 10) & 0x1f, fraction = bits & 0x3ff;
@@ -88,19 +88,6 @@
   }
   function gelu(x) { return 0.5 * x * (1 + erf(x / Math.SQRT2)); }  // nn.GELU(), exact form
   function relu(x) { return x > 0 ? x : 0; }  // nn.ReLU()
-  function softmax(logits) {  // -Infinity gets weight 0; the largest logit is subtracted first
-    var top = -Infinity, total = 0, i;
-    for (i = 0; i < logits.length; i++) { if (logits[i] > top) { top = logits[i]; } }
-    var e = zeros(logits.length);
-    for (i = 0; i < logits.length; i++) { e[i] = Math.exp(logits[i] - top); total += e[i]; }
-    for (i = 0; i < e.length; i++) { e[i] /= total; }
-    return e;
-  }
-  function entropy(w) {  // in nats
-    var h = 0;
-    w.forEach(function (v) { if (v > 0) { h -= v * Math.log(v); } });
-    return h;
-  }
   function argmax(values) {  // the first index of the largest value, as torch.argmax
     var best = 0;
     for (var i = 1; i < values.length; i++) { if (values[i] > values[best]) { best = i; } }
@@ -164,51 +151,30 @@
     return project(hidden, n, p, prefix, 'linear2');
   }
 
-  // The pages' two DOM helpers (called only where there is a document): an element with a
-  // class and a text, and a labelled <select> of 0..count-1 (the label wraps it, so a screen
-  // reader names it and a click on the words focuses it).
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) { e.className = cls; }
-    if (text !== undefined && text !== null) { e.textContent = text; }
-    return e;
-  }
-  function selector(cls, name, count, onChange) {
-    var label = el('label', null, name + ' '), s = el('select', cls);
-    for (var i = 0; i < count; i++) {
-      var o = el('option', null, String(i)); o.value = String(i); s.appendChild(o);
-    }
-    s.addEventListener('change', function () { onChange(Number(s.value)); });
-    label.appendChild(s);
-    return s;
-  }
+  // --- the page: called only where there is a document --------------------------------------
 
-  // The query a key moves to from q among n tokens (null: not an arrow key): left/up one
-  // back, right/down one on, Home the first, End the last; it stops at either end (the
-  // explorer's arrowStep, for the live views).
-  function arrowStep(key, q, n) {
-    var to = {ArrowLeft: q - 1, ArrowUp: q - 1, ArrowRight: q + 1, ArrowDown: q + 1,
-              Home: 0, End: n - 1}[key];
-    return to === undefined ? null : Math.max(0, Math.min(n - 1, to));
+  // The view's model for the console and the tests: root.courseLive = api, and
+  // window.courseLiveModel(element), the same function for lesson 12's and lesson 15's views.
+  function exposeModel(root, api) {
+    root.courseLive = api;
+    window.courseLiveModel = function (element) {
+      return element && element.courseLive ? element.courseLive : null;
+    };
   }
-  // A node (a head's thumbnail canvas) that acts as a button: in the tab order, named,
-  // pressed by a click, Enter or Space.
-  function pressable(node, name, onPress) {
-    node.setAttribute('tabindex', '0'); node.setAttribute('role', 'button');
-    node.setAttribute('aria-label', name);
-    node.addEventListener('click', onPress);
-    node.addEventListener('keydown', function (event) {
-      if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); onPress(); }
+  // A click on a heatmap's row (tr[data-query]) in `box` calls onPick(its query).
+  function onQueryRow(box, onPick) {
+    box.addEventListener('click', function (event) {
+      var tr = event.target.closest ? event.target.closest('tr[data-query]') : null;
+      if (tr) { onPick(Number(tr.getAttribute('data-query'))); }
     });
   }
 
   var common = {
-    fill: fill, esc: esc, halfToNumber: halfToNumber, decodeHalves: decodeHalves,
-    unpackWeights: unpackWeights, zeros: zeros, linear: linear, layerNorm: layerNorm, erf: erf,
-    gelu: gelu, relu: relu, softmax: softmax, entropy: entropy, argmax: argmax,
-    addInPlace: addInPlace, attendHeads: attendHeads, project: project,
-    selfAttention: selfAttention, feedForward: feedForward, el: el, selector: selector,
-    arrowStep: arrowStep, pressable: pressable
+    halfToNumber: halfToNumber, decodeHalves: decodeHalves, unpackWeights: unpackWeights,
+    zeros: zeros, linear: linear, layerNorm: layerNorm, erf: erf, gelu: gelu, relu: relu,
+    argmax: argmax, addInPlace: addInPlace, attendHeads: attendHeads, project: project,
+    selfAttention: selfAttention, feedForward: feedForward, exposeModel: exposeModel,
+    onQueryRow: onQueryRow
   };
   if (typeof module !== 'undefined' && module.exports) { module.exports = common; }
   if (typeof window !== 'undefined') { window.courseLiveCommon = common; }

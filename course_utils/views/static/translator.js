@@ -8,9 +8,11 @@
    mask and a ReLU feed-forward network, a final LayerNorm), then greedy decoding (pre-LN
    blocks of causal self-attention, cross-attention whose queries come from the decoder and
    whose keys and values come from the encoder's output, the FFN; a final LayerNorm and the
-   readout), one character at a time until the end token. The layers' arithmetic is
-   live_common.js's (inlined before this script, shared with lesson 12's live view); node's
-   test runner checks the model against the Python one (tests/js/translator.test.js).
+   readout), one character at a time until the end token. The layers' arithmetic and the
+   start-up steps only the live views share are live_common.js's (shared with lesson 12's
+   live view), the text and DOM helpers view_common.js's (shared with the explorer too), both
+   inlined before this script; node's test runner checks the model against the Python one
+   (tests/js/translator.test.js).
 
    Two halves, as live.js: the logic (pure functions, no DOM), exported for node when `module`
    exists, and the page (start), which runs only where there is a document.
@@ -22,11 +24,14 @@
 
   // --- logic: the model, no DOM -------------------------------------------------------------
 
-  // What the live views share (live_common.js, inlined before this script).
-  var C = typeof module !== 'undefined' && module.exports ? require('./live_common.js') :
-    window.courseLiveCommon;
-  var fill = C.fill, esc = C.esc, layerNorm = C.layerNorm, addInPlace = C.addInPlace,
-    el = C.el, selector = C.selector, arrowStep = C.arrowStep;
+  // What every view shares (view_common.js) and what the live views share (live_common.js),
+  // both inlined before this script.
+  var node = typeof module !== 'undefined' && module.exports;
+  var V = node ? require('./view_common.js') : window.courseViewCommon;
+  var C = node ? require('./live_common.js') : window.courseLiveCommon;
+  var fill = V.fill, esc = V.esc, el = V.el, selector = V.selector, arrowStep = V.arrowStep,
+    colour = V.colour;
+  var layerNorm = C.layerNorm, addInPlace = C.addInPlace;
 
   // As translator_view.WORD_PATTERN, on the lower-cased text: words, "-" and ",", and any
   // other run of visible characters (marked unknown).
@@ -160,29 +165,18 @@
   // --- the page ------------------------------------------------------------------------------
 
   function start(me) {
-    var root = me && me.parentNode && me.parentNode.hasAttribute &&
-      me.parentNode.hasAttribute('data-live-translator') ? me.parentNode : null;
-    if (!root) {  // no currentScript: the last translator view on the page not yet started
-      var waiting = document.querySelectorAll('[data-live-translator]:not([data-ready])');
-      root = waiting[waiting.length - 1];
-    }
-    if (!root || root.getAttribute('data-ready')) { return; }
-    root.setAttribute('data-ready', '1');
-    var data = JSON.parse(root.querySelector('script.attn-live-data').textContent);
+    var root = V.claimRoot(me, '[data-live-translator]');
+    if (!root) { return; }
+    var data = V.readPayload(root, 'attn-live-data');
     var model = unpackTranslator(data), UI = data.ui, cfg = model.config;
     // S: the text, the head shown, the character written whose row is shown.
     var S = {text: data.text, layer: data.initial.layer, head: data.initial.head, q: 0};
     var R = null, ui = {};
 
-    root.courseLive = {
+    C.exposeModel(root, {
       run: function (text) { return run(model, String(text)); },
       sourceVocab: model.sourceVocab, targetVocab: model.targetVocab, config: cfg
-    };
-    window.courseLiveModel = function (element) {  // as live.js defines it: either view's model
-      return element && element.courseLive ? element.courseLive : null;
-    };
-
-    function colour(w) { return 'rgba(192,57,43,' + Math.max(0, Math.min(1, w)).toFixed(3) + ')'; }
+    });
 
     // --- building (once) --------------------------------------------------------------------
     function build() {
@@ -306,7 +300,7 @@
       html.push('<div>' + fill(esc(UI.summary),
         '<b class="attn-explorer-max">' + row[best].toFixed(3) + '</b>',
         '<b>' + esc(R.tokens[best]) + '</b>',
-        '<b class="attn-explorer-entropy">' + C.entropy(row).toFixed(3) + '</b>',
+        '<b class="attn-explorer-entropy">' + V.entropy(row).toFixed(3) + '</b>',
         row.length, Math.log(row.length).toFixed(3)) + '</div></div>');
       return html.join('');
     }
@@ -322,12 +316,8 @@
       event.preventDefault(); S.q = to; draw();
       ui.output.querySelectorAll('.attn-translator-out')[to].focus();
     });
-    ui.heatBox.addEventListener('click', function (event) {
-      var tr = event.target.closest ? event.target.closest('tr[data-query]') : null;
-      if (tr) { S.q = Number(tr.getAttribute('data-query')); draw(); }
-    });
-    var fallback = root.querySelector('.attn-live-fallback');
-    if (fallback) { fallback.parentNode.removeChild(fallback); }
+    C.onQueryRow(ui.heatBox, function (q) { S.q = q; draw(); });
+    V.removeFallback(root, 'attn-live-fallback');
     update();
   }
 })();
