@@ -15,8 +15,7 @@ This module collects every table (its own included) and runs each row; the ids a
 with the defining module. Rows live next to the tests of the module they exercise. Each row
 runs twice: in English, where ``words`` must appear, and under ``setup(language="zh-CN")``,
 where a ValueError or TypeError that course_utils raises must read as Chinese (Chinese
-characters, no run of English words; what the caller passed is theirs), unless it passed
-through a module still listed in tests/test_catalogue.py's ``ERRORS_TO_CONVERT``.
+characters, no run of English words; what the caller passed is theirs).
 ``test_every_public_name_has_a_row`` checks that each public name of every module of
 ``course_utils`` (found with pkgutil, so a new module is covered from its first commit) has
 at least one row; the only exceptions are listed, each with its reason, in
@@ -40,7 +39,6 @@ import course_utils
 from course_utils.language import set_language
 from course_utils.nn.training import fit
 from course_utils.notebook import claim, lesson_generator, seeds, setup
-from tests.test_catalogue import ERRORS_TO_CONVERT
 from tests.test_exercises import assert_chinese
 
 # Modules whose public names need no row, and why. Everything else pkgutil finds is covered.
@@ -175,15 +173,6 @@ ROOT = Path(course_utils.__file__).resolve().parent.parent
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
-def _still_english(error: BaseException) -> bool:
-    """The error passed through a module whose messages are not converted yet."""
-    for frame in traceback.extract_tb(error.__traceback__):
-        path = Path(frame.filename).resolve()
-        if path.is_relative_to(ROOT) and path.relative_to(ROOT).as_posix() in ERRORS_TO_CONVERT:
-            return True
-    return False
-
-
 @pytest.fixture
 def chinese():
     set_language("zh-CN")
@@ -198,9 +187,9 @@ def test_in_the_chinese_edition_the_error_is_chinese(function, args, kwargs, err
         function(*args, **kwargs)
     assert raised.type is error, f"expected {error.__name__}, got {raised.type.__name__}"
     origin = Path(traceback.extract_tb(raised.tb)[-1].filename).resolve()
-    if (not isinstance(raised.value, ValueError | TypeError) or _still_english(raised.value)
+    if (not isinstance(raised.value, ValueError | TypeError)
             or not origin.is_relative_to(ROOT / "course_utils")):
-        return  # Python's own words (a call with too many arguments), or not converted yet
+        return  # Python's own words (a call with too many arguments)
     message = str(raised.value)
     given = [value for value in (*args, *kwargs.values()) if isinstance(value, str) and value]
     for words_passed in sorted(given, key=len, reverse=True):  # the caller's, e.g. a name

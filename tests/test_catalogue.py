@@ -10,8 +10,7 @@
   copy of the package, runs end to end through ``setup(language=...)``, an exercise, the
   explorer, ``diagnose()``, ``claim`` and the error a bad argument gets: a new edition needs
   no change to any module;
-- every ``raise ValueError/TypeError(...)`` of course_utils has a marked message (the files
-  still to convert are listed in ``ERRORS_TO_CONVERT``).
+- every ``raise ValueError/TypeError(...)`` of course_utils has a marked message.
 """
 
 from __future__ import annotations
@@ -166,17 +165,6 @@ def test_no_translation_carries_po_syntax():
 
 
 # ------------------------------------------------------------------ error messages
-# Modules whose ValueError/TypeError messages are still English f-strings: they were being
-# changed on other branches when the rest were converted. Convert one (messages through
-# _("... {name} ...").format(name=...), translations in the catalogue), then delete its line;
-# the test fails on a file listed here that has nothing left to convert, so the list only
-# shrinks.
-ERRORS_TO_CONVERT = {
-    "course_utils/nn/attention.py",
-    "course_utils/nn/blocks.py",
-    "course_utils/nn/kv_cache.py",
-    "course_utils/experiments/l13_induction.py",
-}
 ERRORS = {"ValueError", "TypeError"}
 
 
@@ -211,8 +199,5 @@ def untranslated_errors(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", MODULES, ids=_relative)
 def test_every_value_and_type_error_speaks_the_learners_language(path):
     left = untranslated_errors(path)
-    if _relative(path) in ERRORS_TO_CONVERT:
-        assert left, f"{_relative(path)} is converted: delete it from ERRORS_TO_CONVERT"
-        return
     assert not left, (f"{_relative(path)}: an error message the learner reads in English "
                       f"only; write it as _('... {{name}} ...').format(name=...): {left}")

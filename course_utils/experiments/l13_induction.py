@@ -34,6 +34,7 @@ from course_utils.checks import (
     require_token_ids,
     require_values,
 )
+from course_utils.language import _
 from course_utils.nn.ablation import attention_layers
 
 WEIGHTS = "(batch, num_layers, num_heads, n_q, n_k)"
@@ -52,9 +53,9 @@ def repeated_tokens(batch_size: int, period: int, repeats: int, vocab_size: int,
     require_int_in_range("repeats", repeats, 2)
     require_positive_int("vocab_size", vocab_size)
     if require_generator("generator", generator) is None:
-        raise TypeError("generator should be a torch.Generator (e.g. "
-                        "torch.Generator().manual_seed(0)): the tokens are drawn with it, "
-                        "never with the global random state")
+        raise TypeError(_("generator should be a torch.Generator (e.g. "
+                          "torch.Generator().manual_seed(0)): the tokens are drawn with it, "
+                          "never with the global random state"))
     block = torch.randint(0, vocab_size, (batch_size, period), generator=generator)
     return block.repeat(1, repeats)  # (batch, period * repeats)
 
@@ -62,15 +63,17 @@ def repeated_tokens(batch_size: int, period: int, repeats: int, vocab_size: int,
 def _require_weights(weights) -> torch.Tensor:
     weights = require_values("weights", require_tensor("weights", weights, WEIGHTS))
     if weights.isnan().any():
-        raise ValueError(f"weights should be attention weights (numbers from 0 to 1), got NaN "
-                         f"in {int(weights.isnan().sum())} of {weights.numel()} entries")
+        raise ValueError(_("weights should be attention weights (numbers from 0 to 1), got NaN "
+                           "in {nans} of {entries} entries")
+                         .format(nans=int(weights.isnan().sum()), entries=weights.numel()))
     if weights.dim() != 5:
-        raise ValueError(f"weights should have shape {WEIGHTS} (5 dims), got shape "
-                         f"{tuple(weights.shape)}")
+        raise ValueError(_("weights should have shape {notation} (5 dims), got shape {shape}")
+                         .format(notation=WEIGHTS, shape=tuple(weights.shape)))
     n_q, n_k = weights.shape[-2:]
     if n_q > n_k:
-        raise ValueError(f"weights {WEIGHTS} = {tuple(weights.shape)} have n_q={n_q} > "
-                         f"n_k={n_k}: the queries should be the last n_q of the n_k positions")
+        raise ValueError(_("weights {notation} = {shape} have n_q={n_q} > n_k={n_k}: the "
+                           "queries should be the last n_q of the n_k positions")
+                         .format(notation=WEIGHTS, shape=tuple(weights.shape), n_q=n_q, n_k=n_k))
     return weights
 
 
@@ -81,8 +84,9 @@ def _score_at_offset(weights: torch.Tensor, back: int, first_query: int) -> torc
     positions = torch.arange(n_k - n_q, n_k, device=weights.device)  # each query's position
     chosen = positions >= first_query
     if not chosen.any():
-        raise ValueError(f"weights {WEIGHTS} = {tuple(weights.shape)} have no query at "
-                         f"position {first_query} or later, so there is nothing to score")
+        raise ValueError(_("weights {notation} = {shape} have no query at position {first} or "
+                           "later, so there is nothing to score")
+                         .format(notation=WEIGHTS, shape=tuple(weights.shape), first=first_query))
     keys = (positions - back)[chosen]
     # (batch, layers, heads, chosen queries): the weight each query gives its one key
     picked = weights[..., chosen, :].gather(
@@ -103,8 +107,9 @@ def induction_scores(weights, period: int) -> torch.Tensor:
     weights = _require_weights(weights)
     require_positive_int("period", period)
     if period >= weights.shape[-1]:
-        raise ValueError(f"period should be less than n_k={weights.shape[-1]} (the sequence "
-                         f"must repeat at least once), got period={period}")
+        raise ValueError(_("period should be less than n_k={n_k} (the sequence must repeat at "
+                           "least once), got period={period}")
+                         .format(n_k=weights.shape[-1], period=period))
     return _score_at_offset(weights, back=period - 1, first_query=period)
 
 
@@ -131,7 +136,7 @@ def head_scores(model, tokens, period: int) -> tuple[torch.Tensor, torch.Tensor]
     """
     tokens = _require_repeats(model, tokens, period)
     with torch.no_grad():
-        _, weights = model(tokens, return_weights=True)  # (batch, layers, heads, n_q, n_k)
+        _logits, weights = model(tokens, return_weights=True)  # (batch, layers, heads, n_q, n_k)
     return previous_token_scores(weights), induction_scores(weights, period)
 
 
@@ -140,12 +145,17 @@ def _require_repeats(model, tokens, period: int) -> torch.Tensor:
     attention_layers(model)
     vocab_size = getattr(model, "vocab_size", None)
     require_positive_int("model.vocab_size", vocab_size)
-    tokens = require_token_ids("tokens", tokens, vocab_size)
     require_positive_int("period", period)
+    return _require_whole_repeats(require_token_ids("tokens", tokens, vocab_size), period)
+
+
+def _require_whole_repeats(tokens: torch.Tensor, period: int) -> torch.Tensor:
+    """``tokens`` ``(batch, period * repeats)`` if it holds 2 or more whole repeats."""
     seq_len = tokens.shape[1]
     if seq_len % period or seq_len < 2 * period:
-        raise ValueError(f"tokens (batch, period * repeats) = {tuple(tokens.shape)} should "
-                         f"hold at least 2 whole repeats of period={period}")
+        raise ValueError(_("{name} (batch, period * repeats) = {shape} should hold at least 2 "
+                           "whole repeats of period={period}")
+                         .format(name="tokens", shape=tuple(tokens.shape), period=period))
     return tokens
 
 
@@ -182,16 +192,15 @@ def losses_per_repeat(logits, tokens, period: int) -> torch.Tensor:
     require_positive_int("period", period)
     logits = require_values("logits", require_tensor("logits", logits,
                                                      "(batch, seq_len - 1, vocab_size)"))
-    tokens = require_token_ids("tokens", tokens, logits.shape[-1])
+    tokens = _require_whole_repeats(require_token_ids("tokens", tokens, logits.shape[-1]),
+                                    period)
     seq_len = tokens.shape[1]
-    if seq_len % period or seq_len < 2 * period:
-        raise ValueError(f"tokens (batch, period * repeats) = {tuple(tokens.shape)} should "
-                         f"hold at least 2 whole repeats of period={period}")
     if logits.dim() != 3 or logits.shape[:2] != (tokens.shape[0], seq_len - 1):
-        raise ValueError(f"logits should have shape (batch, seq_len - 1, vocab_size) = "
-                         f"({tokens.shape[0]}, {seq_len - 1}, vocab_size) for tokens of shape "
-                         f"{tuple(tokens.shape)} (position t predicts token t + 1), got "
-                         f"{tuple(logits.shape)}")
+        raise ValueError(_("logits should have shape (batch, seq_len - 1, vocab_size) = ({batch}, "
+                           "{predictions}, vocab_size) for {name} of shape {tokens_shape} "
+                           "(position t predicts token t + 1), got {shape}")
+                         .format(batch=tokens.shape[0], predictions=seq_len - 1, name="tokens",
+                                 tokens_shape=tuple(tokens.shape), shape=tuple(logits.shape)))
     losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
     # Prediction i is the target at position i + 1; positions 0 and `period` count as NaN.
     losses = torch.cat([losses.new_full((tokens.shape[0], 1), float("nan")), losses], dim=1)

@@ -27,6 +27,7 @@ from course_utils.checks import (
     require_same_dtype,
     require_tensor,
 )
+from course_utils.language import _
 from course_utils.nn.kv_cache import KVCache
 from course_utils.nn.positions import apply_rope
 
@@ -40,22 +41,23 @@ def _require_attention_inputs(q, k, v, mask, scale):
     require_same_dtype(q=q, k=k, v=v)
     require_same_device(q=q, k=k, v=v, mask=mask)
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q is (..., n_q, d_k) with d_k={q.shape[-1]} but k is (..., n_k, d_k) with "
-            f"d_k={k.shape[-1]}: queries and keys must have the same width to be compared"
-        )
+        raise ValueError(_(
+            "q is (..., n_q, d_k) with d_k={q_width} but k is (..., n_k, d_k) with "
+            "d_k={k_width}: queries and keys must have the same width to be compared"
+        ).format(q_width=q.shape[-1], k_width=k.shape[-1]))
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k is (..., n_k, d_k) with n_k={k.shape[-2]} but v is (..., n_k, d_v) with "
-            f"n_k={v.shape[-2]}: every key needs exactly one value"
-        )
+        raise ValueError(_(
+            "k is (..., n_k, d_k) with n_k={keys} but v is (..., n_k, d_v) with "
+            "n_k={values}: every key needs exactly one value"
+        ).format(keys=k.shape[-2], values=v.shape[-2]))
     try:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, heads) dims of q {tuple(q.shape[:-2])}, "
-            f"k {tuple(k.shape[:-2])} and v {tuple(v.shape[:-2])} do not broadcast"
-        ) from None
+        raise ValueError(_(
+            "the leading (batch, heads) dims of q {q_dims}, k {k_dims} and v {v_dims} do not "
+            "broadcast"
+        ).format(q_dims=tuple(q.shape[:-2]), k_dims=tuple(k.shape[:-2]),
+                 v_dims=tuple(v.shape[:-2]))) from None
     scores_shape = torch.Size((*batch, q.shape[-2], k.shape[-2]))
     if mask is not None:
         mask = require_bool_mask(mask, scores_shape, "(..., n_q, n_k)")
@@ -64,10 +66,10 @@ def _require_attention_inputs(q, k, v, mask, scale):
     elif isinstance(scale, torch.Tensor) and scale.dim() == 0 and scale.is_floating_point():
         require_same_device(q=q, scale=scale)  # e.g. a learned temperature
     elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale should be a real number (or None for 1/sqrt(d_k)), "
-                        f"got {type(scale).__name__}")
+        raise TypeError(_("scale should be a real number (or None for 1/sqrt(d_k)), got {type}")
+                        .format(type=type(scale).__name__))
     elif not math.isfinite(scale):
-        raise ValueError(f"scale should be a finite number, got {scale}")
+        raise ValueError(_("scale should be a finite number, got {scale}").format(scale=scale))
 
     return q, k, v, mask, scale
 
@@ -88,9 +90,9 @@ def softmax_with_sink(scores, sink):
     scores = require_tensor("scores", scores, "(batch, heads, n_q, n_k)")
     sink = require_tensor("sink", sink, "(heads)")
     if scores.dim() != 4 or sink.shape != scores.shape[1:2]:
-        raise ValueError(f"scores should be (batch, heads, n_q, n_k) and sink (heads,), one "
-                         f"logit per head, got shapes {tuple(scores.shape)} and "
-                         f"{tuple(sink.shape)}")
+        raise ValueError(_("scores should be (batch, heads, n_q, n_k) and sink (heads,), one "
+                           "logit per head, got shapes {scores_shape} and {sink_shape}")
+                         .format(scores_shape=tuple(scores.shape), sink_shape=tuple(sink.shape)))
     require_same_dtype(scores=scores, sink=sink)
     require_same_device(scores=scores, sink=sink)
     sink_column = sink.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # (batch, heads, n_q, 1)
@@ -159,10 +161,9 @@ class SelfAttention(nn.Module):
     def forward(self, x, mask=None):
         x = require_tensor("x", x, "(batch, seq_len, d_model)")
         if x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x should be (batch, seq_len, d_model) with d_model={self.d_model}, "
-                f"got shape {tuple(x.shape)}"
-            )
+            raise ValueError(_(
+                "x should be (batch, seq_len, d_model) with d_model={d_model}, got shape {shape}"
+            ).format(d_model=self.d_model, shape=tuple(x.shape)))
         require_matches_module("x", x, self)
         require_same_device(x=x, mask=mask)
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)  # (batch, seq_len, d_k or d_v)
@@ -180,9 +181,9 @@ def split_heads(x, num_heads: int):
     """
     x = require_tensor("x", x, "(batch, seq_len, d_model)")
     if x.dim() != 3:
-        raise ValueError(
-            f"x should have shape (batch, seq_len, d_model), got shape {tuple(x.shape)}"
-        )
+        raise ValueError(_(
+            "x should have shape (batch, seq_len, d_model), got shape {shape}"
+        ).format(shape=tuple(x.shape)))
     batch, seq_len, d_model = x.shape
     d_k = require_divisible(d_model, num_heads)
     # view keeps the feature order (head-major), transpose puts heads next to batch
@@ -197,9 +198,9 @@ def merge_heads(x):
     """
     x = require_tensor("x", x, "(batch, heads, seq_len, d_k)")
     if x.dim() != 4:
-        raise ValueError(
-            f"x should have shape (batch, heads, seq_len, d_k), got shape {tuple(x.shape)}"
-        )
+        raise ValueError(_(
+            "x should have shape (batch, heads, seq_len, d_k), got shape {shape}"
+        ).format(shape=tuple(x.shape)))
     batch, heads, seq_len, d_k = x.shape
     # After the transpose the memory is no longer contiguous, so reshape (not view).
     return x.transpose(1, 2).reshape(batch, seq_len, heads * d_k)
@@ -263,8 +264,8 @@ class MultiHeadAttention(nn.Module):
         if rope_base is not None:
             require_positive_number("rope_base", rope_base)
             if self.d_k % 2:
-                raise ValueError(f"rope_base needs an even d_k (RoPE turns pairs of dims), "
-                                 f"got d_k = d_model / num_heads = {self.d_k}")
+                raise ValueError(_("rope_base needs an even d_k (RoPE turns pairs of dims), "
+                                   "got d_k = d_model / num_heads = {d_k}").format(d_k=self.d_k))
         self.d_model = d_model
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -280,10 +281,9 @@ class MultiHeadAttention(nn.Module):
     def _require_input(self, name: str, x, notation: str) -> torch.Tensor:
         x = require_tensor(name, x, notation)
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"{name} should have shape {notation} with d_model={self.d_model}, "
-                f"got shape {tuple(x.shape)}"
-            )
+            raise ValueError(_(
+                "{name} should have shape {notation} with d_model={d_model}, got shape {shape}"
+            ).format(name=name, notation=notation, d_model=self.d_model, shape=tuple(x.shape)))
         return require_matches_module(name, x, self)
 
     def _require_forward(self, query, key, value, mask, cache, layer, need_weights, window):
@@ -292,25 +292,25 @@ class MultiHeadAttention(nn.Module):
         require_bool("need_weights", need_weights)
         self_attention = key is None and value is None
         if not self_attention and (cache is not None or self.rope_base is not None):
-            raise ValueError(
+            raise ValueError(_(
                 "key and value should be None (self-attention) with a cache or with "
                 "rope_base: both give the keys the positions of the queries"
-            )
+            ))
         key = query if key is None else key
         value = key if value is None else value
         query = self._require_input("query", query, "(batch, n_q, d_model)")
         key = self._require_input("key", key, "(batch, n_k, d_model)")
         value = self._require_input("value", value, "(batch, n_k, d_model)")
         if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(
-                f"query, key and value should share the batch size, got {query.shape[0]}, "
-                f"{key.shape[0]} and {value.shape[0]}"
-            )
+            raise ValueError(_(
+                "query, key and value should share the batch size, got {queries}, {keys} and "
+                "{values}"
+            ).format(queries=query.shape[0], keys=key.shape[0], values=value.shape[0]))
         if key.shape[1] != value.shape[1]:
-            raise ValueError(
-                f"key is (batch, n_k, d_model) with n_k={key.shape[1]} but value has "
-                f"n_k={value.shape[1]}: every key needs exactly one value"
-            )
+            raise ValueError(_(
+                "key is (batch, n_k, d_model) with n_k={keys} but value has n_k={values}: "
+                "every key needs exactly one value"
+            ).format(keys=key.shape[1], values=value.shape[1]))
         past = held = 0
         if cache is not None:
             require_instance("cache", cache, KVCache, "a course_utils.nn.kv_cache.KVCache")
@@ -373,19 +373,19 @@ class MultiHeadAttention(nn.Module):
         so it matches ``module`` in eval mode (or with dropout=0).
         """
         if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(
-                f"from_torch expects a torch.nn.MultiheadAttention, got {type(module).__name__}"
-            )
+            raise TypeError(_(
+                "from_torch expects a torch.nn.MultiheadAttention, got {type}"
+            ).format(type=type(module).__name__))
         if not module._qkv_same_embed_dim:
-            raise ValueError(
-                f"from_torch supports kdim = vdim = embed_dim only, got embed_dim="
-                f"{module.embed_dim}, kdim={module.kdim}, vdim={module.vdim}"
-            )
+            raise ValueError(_(
+                "from_torch supports kdim = vdim = embed_dim only, got embed_dim={embed_dim}, "
+                "kdim={kdim}, vdim={vdim}"
+            ).format(embed_dim=module.embed_dim, kdim=module.kdim, vdim=module.vdim))
         if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError(
+            raise ValueError(_(
                 "from_torch does not support add_bias_kv=True or add_zero_attn=True: "
                 "they add extra keys that MultiHeadAttention does not have"
-            )
+            ))
         bias = module.in_proj_bias is not None
         ours = cls(module.embed_dim, module.num_heads, bias=bias)
         ours = ours.to(device=module.in_proj_weight.device, dtype=module.in_proj_weight.dtype)

@@ -27,6 +27,7 @@ from course_utils.checks import (
     require_positive_number,
     require_tensor,
 )
+from course_utils.language import _
 from course_utils.nn.attention import MultiHeadAttention
 from course_utils.nn.masks import causal_mask
 
@@ -39,10 +40,9 @@ def _require_stream(name: str, x, notation: str, module: nn.Module) -> torch.Ten
     a float64 input to a float32 block with the same message."""
     x = require_tensor(name, x, notation)
     if x.dim() != 3 or x.shape[-1] != module.d_model:
-        raise ValueError(
-            f"{name} should be {notation} with d_model={module.d_model}, "
-            f"got shape {tuple(x.shape)}"
-        )
+        raise ValueError(_(
+            "{name} should be {notation} with d_model={d_model}, got shape {shape}"
+        ).format(name=name, notation=notation, d_model=module.d_model, shape=tuple(x.shape)))
     return require_matches_module(name, x, module)
 
 
@@ -71,19 +71,20 @@ def _shaped_like(cls, layer):
 
 def _copyable_activation(layer) -> str:
     if not layer.self_attn.batch_first:
-        raise ValueError(
+        raise ValueError(_(
             "expected a layer built with batch_first=True, whose inputs are "
             "(batch, seq_len, d_model); this one takes (seq_len, batch, d_model)"
-        )
+        ))
     act = layer.activation  # F.relu / F.gelu when built from a string, else the module given
     if act is F.relu or type(act) is nn.ReLU:
         activation = "relu"
     elif act is F.gelu or (type(act) is nn.GELU and act.approximate == "none"):
         activation = "gelu"
     else:
-        raise ValueError(f"only relu or gelu activations can be copied, got {layer.activation!r}")
+        raise ValueError(_("only relu or gelu activations can be copied, got {activation}")
+                         .format(activation=repr(layer.activation)))
     if layer.linear1.bias is None or layer.norm1.bias is None:
-        raise ValueError("only layers built with bias=True (the default) can be copied")
+        raise ValueError(_("only layers built with bias=True (the default) can be copied"))
     return activation
 
 
@@ -178,9 +179,8 @@ class EncoderBlock(nn.Module):
         with ``dropout=0``).
         """
         if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(
-                f"expected a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}"
-            )
+            raise TypeError(_("expected a torch.nn.TransformerEncoderLayer, got {type}")
+                            .format(type=type(layer).__name__))
         block = _shaped_like(cls, layer)
         _copy_parameters(((block.ffn.linear1, layer.linear1), (block.ffn.linear2, layer.linear2),
                           (block.norm1, layer.norm1), (block.norm2, layer.norm2)))
@@ -216,14 +216,15 @@ class DecoderBlock(nn.Module):
         self.ffn = FeedForward(d_model, d_ff, activation)
         self.d_model = d_model
         self.norm_first = require_bool("norm_first", norm_first)
-        self.norm1, self.norm2, self.norm3 = (_layer_norm(d_model, eps) for _ in range(3))
+        self.norm1, self.norm2, self.norm3 = (_layer_norm(d_model, eps) for _norm in range(3))
 
     def forward(self, x, memory, memory_padding_mask=None):
         x = _require_stream("x", x, "(batch, n_tgt, d_model)", self)
         memory = _require_stream("memory", memory, "(batch, n_src, d_model)", self)
         if memory.shape[0] != x.shape[0]:
-            raise ValueError(f"x and memory should share the batch size, got {x.shape[0]} "
-                             f"and {memory.shape[0]}")
+            raise ValueError(_("x and memory should share the batch size, got {x_batch} and "
+                               "{memory_batch}").format(x_batch=x.shape[0],
+                                                        memory_batch=memory.shape[0]))
         cross_mask = None
         if memory_padding_mask is not None:
             keys = require_key_padding("memory_padding_mask", memory_padding_mask,
@@ -254,9 +255,8 @@ class DecoderBlock(nn.Module):
         memory_key_padding_mask=<True = padding>)`` in ``eval()`` mode or with ``dropout=0``.
         """
         if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(
-                f"expected a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}"
-            )
+            raise TypeError(_("expected a torch.nn.TransformerDecoderLayer, got {type}")
+                            .format(type=type(layer).__name__))
         block = _shaped_like(cls, layer)
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         _copy_parameters(((block.ffn.linear1, layer.linear1), (block.ffn.linear2, layer.linear2),

@@ -35,6 +35,7 @@ from course_utils.checks import (
     require_tensor,
     require_token_ids,
 )
+from course_utils.language import _
 
 
 class KVCache:
@@ -112,34 +113,37 @@ class KVCache:
         v = require_tensor("v", v, "(batch, num_kv_heads, n_new, d_k)")
         require_same_device(k=k, v=v)
         if k.dim() != 4 or k.shape[:3] != v.shape[:3] or k.dtype != v.dtype:
-            raise ValueError(
+            raise ValueError(_(
                 "k and v should be (batch, num_kv_heads, n_new, d_k) and (batch, num_kv_heads, "
-                "n_new, d_v) of one dtype, alike but for the last dim, "
-                f"got {k.dtype} {tuple(k.shape)} and {v.dtype} {tuple(v.shape)}"
-            )
+                "n_new, d_v) of one dtype, alike but for the last dim, got {k_dtype} {k_shape} "
+                "and {v_dtype} {v_shape}"
+            ).format(k_dtype=k.dtype, k_shape=tuple(k.shape), v_dtype=v.dtype,
+                     v_shape=tuple(v.shape)))
         if layer == self.num_layers:
             self.keys.append(k[:, :, :0])
             self.values.append(v[:, :, :0])
             self.seen.append(0)
             self.windows.append(window)
         elif window != self.windows[layer]:
-            raise ValueError(f"window should stay {self.windows[layer]} for layer {layer}, "
-                             f"as at its first append, got {window}")
+            raise ValueError(_("window should stay {first} for layer {layer}, as at its first "
+                               "append, got {window}").format(first=self.windows[layer],
+                                                              layer=layer, window=window))
         held, held_v = self.keys[layer], self.values[layer]
         if (held.shape[:2] != k.shape[:2] or held.shape[3] != k.shape[3]
                 or held.dtype != k.dtype or held.device != k.device):
-            raise ValueError(
-                f"layer {layer} holds keys {held.dtype} (batch, num_kv_heads, seq_len, d_k) = "
-                f"{tuple(held.shape)} on {held.device}; the new k should match in batch, "
-                f"num_kv_heads, d_k, dtype and device, got {k.dtype} {tuple(k.shape)} on "
-                f"{k.device}"
-            )
+            raise ValueError(_(
+                "layer {layer} holds keys {held_dtype} (batch, num_kv_heads, seq_len, d_k) = "
+                "{held_shape} on {held_device}; the new k should match in batch, num_kv_heads, "
+                "d_k, dtype and device, got {k_dtype} {k_shape} on {k_device}"
+            ).format(layer=layer, held_dtype=held.dtype, held_shape=tuple(held.shape),
+                     held_device=held.device, k_dtype=k.dtype, k_shape=tuple(k.shape),
+                     k_device=k.device))
         if held_v.shape[3] != v.shape[3]:
-            raise ValueError(
-                f"layer {layer} holds values (batch, num_kv_heads, seq_len, d_v) = "
-                f"{tuple(held_v.shape)}; the new v should have d_v={held_v.shape[3]}, got "
-                f"{tuple(v.shape)}"
-            )
+            raise ValueError(_(
+                "layer {layer} holds values (batch, num_kv_heads, seq_len, d_v) = {held_shape}; "
+                "the new v should have d_v={d_v}, got {v_shape}"
+            ).format(layer=layer, held_shape=tuple(held_v.shape), d_v=held_v.shape[3],
+                     v_shape=tuple(v.shape)))
         seen, n_new = self.seen[layer], k.shape[2]
         self.seen[layer] = seen + n_new
         if window is None:
@@ -185,11 +189,13 @@ def require_next_tokens(tokens, cache, vocab_size: int, max_len: int) -> tuple[t
                                 "a course_utils.nn.kv_cache.KVCache or None").seq_len
     n_new = tokens.shape[1]
     if n_new == 0:
-        raise ValueError(f"tokens should hold at least one token, got shape {tuple(tokens.shape)}")
+        raise ValueError(_("{name} should hold at least one token, got shape {shape}")
+                         .format(name="tokens", shape=tuple(tokens.shape)))
     if past + n_new > max_len:
-        raise ValueError(
-            f"tokens (batch, n_new) = {tuple(tokens.shape)} after {past} cached positions "
-            f"would reach position {past + n_new - 1}, but the model has max_len={max_len} "
-            f"positions (0..{max_len - 1}); crop the context"
-        )
+        raise ValueError(_(
+            "{name} (batch, n_new) = {shape} after {past} cached positions would reach position "
+            "{last}, but the model has max_len={max_len} positions (0..{max_position}); crop "
+            "the context"
+        ).format(name="tokens", shape=tuple(tokens.shape), past=past, last=past + n_new - 1,
+                 max_len=max_len, max_position=max_len - 1))
     return tokens, past
