@@ -309,8 +309,8 @@ def expect_close(value, expected: torch.Tensor, what: str, atol: float = 1e-5,
             what=what, dtype=value.dtype))
     if value.device != expected.device:
         raise Incorrect(_(
-            "{what} is on {device}, expected {device2}").format(
-            what=what, device=value.device, device2=expected.device))
+            "{what} is on {device}, expected {expected_device}").format(
+            what=what, device=value.device, expected_device=expected.device))
     expect_finite(value, what)
     got, want = value.detach().double(), expected.detach().double()
     if not torch.allclose(got, want, atol=atol, rtol=rtol):

@@ -215,10 +215,10 @@ class MiniLM(nn.Module):
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= VOCAB_SIZE):
             raise ValueError(
                 _(
-                    "input_ids should lie in [0, {VOCAB_SIZE}), got values from {value} to "
-                    "{value2}"
-                ).format(VOCAB_SIZE=VOCAB_SIZE, value=input_ids.min().item(),
-                         value2=input_ids.max().item())
+                    "input_ids should lie in [0, {VOCAB_SIZE}), got values from {lowest} to "
+                    "{highest}"
+                ).format(VOCAB_SIZE=VOCAB_SIZE, lowest=input_ids.min().item(),
+                         highest=input_ids.max().item())
             )
         mask = None
         if attention_mask is not None:

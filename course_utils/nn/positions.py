@@ -83,9 +83,9 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     if positions.shape[0] != x.shape[-2]:
         raise ValueError(
             _(
-                "positions should have one entry per row of x: x {shape} has seq_len {shape2}, "
+                "positions should have one entry per row of x: x {shape} has seq_len {seq_len}, "
                 "positions has shape {positions_shape}"
-            ).format(shape=tuple(x.shape), shape2=x.shape[-2],
+            ).format(shape=tuple(x.shape), seq_len=x.shape[-2],
                      positions_shape=tuple(positions.shape))
         )
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32

@@ -69,9 +69,9 @@ def dtype_device(probing: Probing) -> Finding:
         output, weights = probing.subject.call(inputs, mask, dtype=torch.float64)
         if output.dtype != torch.float64 or weights.dtype != torch.float64:
             return _(
-                "for float64 inputs the output is {dtype} and the weights {dtype2}: some "
-                "tensor made inside has a fixed dtype; create it with dtype=q.dtype.").format(
-                dtype=output.dtype, dtype2=weights.dtype)
+                "for float64 inputs the output is {output_dtype} and the weights "
+                "{weights_dtype}: some tensor made inside has a fixed dtype; create it with "
+                "dtype=q.dtype.").format(output_dtype=output.dtype, weights_dtype=weights.dtype)
         try:  # 'meta' tensors have shapes but no data: a stand-in for a GPU on any machine
             output, weights = probing.subject.call(inputs, mask, device="meta")
         except WrongReturn:
@@ -83,9 +83,9 @@ def dtype_device(probing: Probing) -> Finding:
                 "device=q.device.").format(error=short_error(error))
         if output.device.type != "meta" or weights.device.type != "meta":
             return _(
-                "for inputs on the 'meta' device the output is on {device} and the weights on "
-                "{device2}: results must stay on the inputs' device.").format(
-                device=output.device, device2=weights.device)
+                "for inputs on the 'meta' device the output is on {output_device} and the "
+                "weights on {weights_device}: results must stay on the inputs' device.").format(
+                output_device=output.device, weights_device=weights.device)
         return None
 
     return probing.over_layouts(DTYPE_DEVICE, check, _(
