@@ -9,7 +9,7 @@ only when a requirements or constraints file changed.
                      tests/support/notebook_plugin.py), nbval on every notebook; it first installs
                      what is missing: the environments, chromium, and the JavaScript tools
                      package-lock.json pins (npm ci, see ensure_node_tools)
-    test --fast      the unit tests only (marker ``unit``, tests/support/markers.py): about 55 s
+    test --fast      the unit tests only (marker ``unit``, tests/support/markers.py): about 50 s
     test ARGS        pytest ARGS only (add --nbval to validate notebooks); neither the Colab
                      environment, nor Chromium, nor ruff
     execute [NB...]  re-execute notebooks in place exactly as CI validates them (default:
