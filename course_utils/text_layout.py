@@ -58,8 +58,8 @@ def format_table(rows, align: str = ">", gap: int = 2) -> str:
     rows = [list(row) for row in require_instance("rows", rows, (list, tuple), _("a list of rows"))]
     if not rows or any(len(row) != len(rows[0]) for row in rows):
         raise ValueError(_(
-            "rows should be a non-empty list of rows of as many cells, got row lengths {value}"
-        ).format(value=[len(row) for row in rows]))
+            "rows should be a non-empty list of rows of as many cells, got row lengths {lengths}"
+        ).format(lengths=[len(row) for row in rows]))
     for row in rows:
         for cell in row:
             require_instance(_("a cell of rows"), cell, str, _("a str"))

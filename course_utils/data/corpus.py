@@ -85,8 +85,8 @@ class CharTokenizer:
         unknown = sorted(set(text) - self._ids.keys())
         if unknown:
             raise ValueError(_(
-                "text holds characters the tokenizer does not know: {value!r}"
-            ).format(value=''.join(unknown[:20])))
+                "text holds characters the tokenizer does not know: {unknown!r}"
+            ).format(unknown=''.join(unknown[:20])))
         return [self._ids[char] for char in text]
 
     def decode(self, ids) -> str:
@@ -145,8 +145,8 @@ def sample_windows(tokens, batch_size: int, seq_len: int,
     if len(tokens) < seq_len + 1:
         raise ValueError(_(
             "{name} (num_tokens,) = {tokens_shape} is shorter than one window of seq_len + 1 = "
-            "{value} tokens"
-        ).format(name="tokens", tokens_shape=tuple(tokens.shape), value=seq_len + 1))
+            "{needed} tokens"
+        ).format(name="tokens", tokens_shape=tuple(tokens.shape), needed=seq_len + 1))
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator)
     offsets = torch.arange(seq_len + 1)
     return tokens[starts[:, None] + offsets]  # (batch, seq_len + 1)

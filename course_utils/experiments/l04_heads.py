@@ -103,8 +103,8 @@ class TwoRelationModel(nn.Module):
             raise ValueError(
                 _(
                     "letters and digits should both be (batch, seq_len) with "
-                    "seq_len={not_self_shape}, got {letters_shape} and {digits_shape}"
-                ).format(not_self_shape=self.not_self.shape[0], letters_shape=tuple(letters.shape),
+                    "seq_len={seq_len}, got {letters_shape} and {digits_shape}"
+                ).format(seq_len=self.not_self.shape[0], letters_shape=tuple(letters.shape),
                          digits_shape=tuple(digits.shape))
             )
         x = (

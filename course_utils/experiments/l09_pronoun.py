@@ -234,8 +234,8 @@ class PronounModel(nn.Module):
         if not isinstance(cut_layer0, tuple | list) or not all(
                 isinstance(p, int) and 0 <= p < SEQ_LEN for p in cut_layer0):
             raise ValueError(_(
-                "cut_layer0 should be a tuple of positions in 0..{value}, got {cut_layer0!r}"
-            ).format(value=SEQ_LEN - 1, cut_layer0=cut_layer0))
+                "cut_layer0 should be a tuple of positions in 0..{last}, got {cut_layer0!r}"
+            ).format(last=SEQ_LEN - 1, cut_layer0=cut_layer0))
         words_ = self.embedding(tokens)  # (batch, 9, d_model)
         x = words_ + self.position.weight  # (batch, 9, d_model)
         a = self.layer0

@@ -125,8 +125,8 @@ def score_alignment(weights, links) -> float:
     """
     if not isinstance(weights, torch.Tensor) or weights.dim() != 2:
         raise ValueError(_(
-            "weights should be a (n_chars, n_src) tensor, got {value}"
-        ).format(value=getattr(weights, 'shape', type(weights).__name__)))
+            "weights should be a (n_chars, n_src) tensor, got {got}"
+        ).format(got=getattr(weights, 'shape', type(weights).__name__)))
     if len(links) != weights.shape[0]:
         raise ValueError(_(
             "links should have one entry per row of weights ({weights_shape}), got {n_links}"

@@ -90,9 +90,9 @@ def validation_loss(model: GPT, tokens) -> float:
     windows = (len(tokens) - 1) // model.max_len
     if windows < 1:
         raise ValueError(_(
-            "{name} (num_tokens,) = {tokens_shape} is shorter than one window of max_len + 1 = "
-            "{value} tokens"
-        ).format(name="tokens", tokens_shape=tuple(tokens.shape), value=model.max_len + 1))
+            "{name} (num_tokens,) = {shape} is shorter than one window of max_len + 1 = "
+            "{needed} tokens"
+        ).format(name="tokens", shape=tuple(tokens.shape), needed=model.max_len + 1))
     inputs = tokens[:windows * model.max_len].view(windows, model.max_len)
     targets = tokens[1:windows * model.max_len + 1].view(windows, model.max_len)
     with torch.no_grad():

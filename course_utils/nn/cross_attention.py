@@ -91,9 +91,9 @@ def cross_attention(q, k, v, src_padding_mask=None) -> tuple[torch.Tensor, torch
         src_padding_mask = _require_padding(src_padding_mask, q.shape[0])
         if src_padding_mask.shape[1] != k.shape[2]:
             raise ValueError(_(
-                "src_padding_mask should be (batch, n_src) with n_src={k_shape}, got shape "
+                "src_padding_mask should be (batch, n_src) with n_src={n_src}, got shape "
                 "{src_padding_mask_shape}"
-            ).format(k_shape=k.shape[2], src_padding_mask_shape=tuple(src_padding_mask.shape)))
+            ).format(n_src=k.shape[2], src_padding_mask_shape=tuple(src_padding_mask.shape)))
         mask = src_padding_mask[:, None, None, :]  # (batch, 1, 1, n_src)
     return scaled_dot_product_attention(q, k, v, mask=mask)
 

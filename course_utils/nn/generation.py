@@ -45,15 +45,15 @@ def _require_pickable(name: str, logits: torch.Tensor) -> torch.Tensor:
     nan_rows = logits.isnan().any(dim=-1)  # (batch,)
     if bool(nan_rows.any()):
         raise ValueError(_(
-            "{name} should be numbers (or -inf), got NaN in row(s) {value}: no token can be "
+            "{name} should be numbers (or -inf), got NaN in row(s) {rows}: no token can be "
             "picked from them; find where the NaN is born"
-        ).format(name=name, value=nan_rows.nonzero()[:, 0].tolist()))
+        ).format(name=name, rows=nan_rows.nonzero()[:, 0].tolist()))
     blocked_rows = (logits == float("-inf")).all(dim=-1)
     if bool(blocked_rows.any()):
         raise ValueError(_(
-            "{name} should leave each row at least one token above -inf, got row(s) {value} all "
+            "{name} should leave each row at least one token above -inf, got row(s) {rows} all "
             "-inf"
-        ).format(name=name, value=blocked_rows.nonzero()[:, 0].tolist()))
+        ).format(name=name, rows=blocked_rows.nonzero()[:, 0].tolist()))
     return logits
 
 
@@ -79,8 +79,8 @@ def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
         require_positive_int("top_k", top_k)
         if top_k > logits.shape[-1]:
             raise ValueError(_(
-                "top_k should be at most vocab_size={logits_shape}, got {top_k}"
-            ).format(logits_shape=logits.shape[-1], top_k=top_k))
+                "top_k should be at most vocab_size={vocab_size}, got {top_k}"
+            ).format(vocab_size=logits.shape[-1], top_k=top_k))
     require_generator("generator", generator)
     _require_pickable("logits", logits)
     if temperature == 0:
@@ -140,10 +140,10 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
         raise ValueError(
             _(
                 "with use_cache=True the model reads seq_len + max_new_tokens - 1 = "
-                "{tokens_shape} + {max_new_tokens} - 1 = {fed} positions, more than its "
+                "{seq_len} + {max_new_tokens} - 1 = {fed} positions, more than its "
                 "max_len={max_len}; generate fewer tokens, or pass use_cache=False to crop the "
                 "context to the last {max_len} tokens"
-            ).format(tokens_shape=tokens.shape[1], max_new_tokens=max_new_tokens, fed=fed,
+            ).format(seq_len=tokens.shape[1], max_new_tokens=max_new_tokens, fed=fed,
                      max_len=max_len)
         )
     cache = KVCache() if use_cache else None

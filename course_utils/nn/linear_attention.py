@@ -50,30 +50,30 @@ def _require_sequences(q, k, v, beta=None, alpha=None, form="parallel", chunk_si
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(_(
-                "{name} should have shape {value} (4 dims), got shape {t_shape}"
-            ).format(name=name, value=_QK if name != 'v' else _V, t_shape=tuple(t.shape)))
+                "{name} should have shape {expected} (4 dims), got shape {shape}"
+            ).format(name=name, expected=_QK if name != 'v' else _V, shape=tuple(t.shape)))
     if q.shape != k.shape:
         raise ValueError(_(
-            "q and k should have the same shape {_QK}, got q {q_shape} and k {k_shape}"
-        ).format(_QK=_QK, q_shape=tuple(q.shape), k_shape=tuple(k.shape)))
+            "q and k should have the same shape {expected}, got q {q_shape} and k {k_shape}"
+        ).format(expected=_QK, q_shape=tuple(q.shape), k_shape=tuple(k.shape)))
     if v.shape[:3] != k.shape[:3]:
         raise ValueError(_(
-            "v should have shape {_V} with the (batch, heads, seq_len) of k {k_shape}, got shape "
-            "{v_shape}"
-        ).format(_V=_V, k_shape=tuple(k.shape[:3]), v_shape=tuple(v.shape)))
+            "v should have shape {expected} with the (batch, heads, seq_len) of k {k_shape}, "
+            "got shape {v_shape}"
+        ).format(expected=_V, k_shape=tuple(k.shape[:3]), v_shape=tuple(v.shape)))
     for name, gate in (("beta", beta), ("alpha", alpha)):
         if gate is None:
             continue
         require_tensor(name, gate, _GATE)
         if gate.shape != k.shape[:3]:
             raise ValueError(_(
-                "{name} should have shape {_GATE} = {k_shape}, got shape {gate_shape}"
-            ).format(name=name, _GATE=_GATE, k_shape=tuple(k.shape[:3]),
+                "{name} should have shape {notation} = {k_shape}, got shape {gate_shape}"
+            ).format(name=name, notation=_GATE, k_shape=tuple(k.shape[:3]),
                      gate_shape=tuple(gate.shape)))
     if alpha is not None and not bool(((alpha > 0) & (alpha <= 1)).all()):
         raise ValueError(_(
-            "alpha should hold decays in (0, 1], got values from {value:.3g} to {value2:.3g}"
-        ).format(value=alpha.min().item(), value2=alpha.max().item()))
+            "alpha should hold decays in (0, 1], got values from {lowest:.3g} to {highest:.3g}"
+        ).format(lowest=alpha.min().item(), highest=alpha.max().item()))
     require_same_dtype(q=q, k=k, v=v, beta=beta, alpha=alpha)
     require_same_device(q=q, k=k, v=v, beta=beta, alpha=alpha)
     require_one_of("form", form, FORMS)

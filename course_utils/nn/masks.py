@@ -114,8 +114,8 @@ def _lengths_tensor(lengths, device) -> tuple[torch.Tensor, int | None]:
     if tensor.device.type != "meta":
         if (tensor < 0).any():
             raise ValueError(_(
-                "lengths should be non-negative, got {value}"
-            ).format(value=tensor.tolist()))
+                "lengths should be non-negative, got {lengths}"
+            ).format(lengths=tensor.tolist()))
         longest = int(tensor.max())
     return (tensor if device is None else tensor.to(device)), longest
 

@@ -54,8 +54,8 @@ def _step(loss, optimizer, schedule, model: nn.Module, max_grad_norm: float | No
     """One update from ``loss``; returns its value."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         raise ValueError(_(
-            "loss_at_step(step) should return a scalar loss tensor, got {kind} {value}"
-        ).format(kind=type(loss).__name__, value=getattr(loss, 'shape', '')))
+            "loss_at_step(step) should return a scalar loss tensor, got {kind} {shape}"
+        ).format(kind=type(loss).__name__, shape=getattr(loss, 'shape', '')))
     if not loss.requires_grad:
         raise ValueError(_(
             "loss_at_step(step) returned a loss without a gradient: it must be computed from the "

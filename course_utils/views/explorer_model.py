@@ -76,8 +76,8 @@ class AttentionExample:
         if not 0 <= self.default_query < n:
             raise ValueError(
                 _(
-                    "default_query should be in 0..{value}, got {default_query}"
-                ).format(value=n - 1, default_query=self.default_query))
+                    "default_query should be in 0..{last}, got {default_query}"
+                ).format(last=n - 1, default_query=self.default_query))
 
     @property
     def d_k(self) -> int:
@@ -106,8 +106,8 @@ class AttentionExample:
             return positions[0]
         if not 0 <= query < len(self.tokens):
             raise ValueError(_(
-                "query index should be in 0..{value}, got {query}"
-            ).format(value=len(self.tokens) - 1, query=query))
+                "query index should be in 0..{last}, got {query}"
+            ).format(last=len(self.tokens) - 1, query=query))
         return query
 
 

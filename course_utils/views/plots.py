@@ -93,8 +93,8 @@ def show_heatmaps(
             ).format(name=name, size=size, n_labels=len(labels)))
     if titles is not None and len(titles) != rows * cols:
         raise ValueError(_(
-            "titles should have {value} entries, got {n_titles}"
-        ).format(value=rows * cols, n_titles=len(titles)))
+            "titles should have {expected} entries, got {n_titles}"
+        ).format(expected=rows * cols, n_titles=len(titles)))
     if annotate is None:
         annotate = n_q * n_k <= _MAX_ANNOTATED_CELLS
     finite = grid.isfinite()
