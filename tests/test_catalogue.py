@@ -87,6 +87,16 @@ def test_a_module_that_translates_with_underscore_never_rebinds_it(path):
                          f"{rebound}: name the value instead")
 
 
+def test_placeholders_are_named_for_what_they_hold():
+    """A translator places ``{lowest}`` and ``{highest}`` in a sentence; ``{value}`` and
+    ``{value2}``, or a constant's name like ``{_QK}``, do not say which is which."""
+    generic = re.compile(r"^_|^(value|shape|device|dtype|name|arg|item|got|x)\d+$")
+    found = [(name, message.id) for message in catalogue.template() if message.id
+             for msgid in ([message.id] if isinstance(message.id, str) else message.id)
+             for name in catalogue.fields(msgid) if generic.search(name)]
+    assert not found, f"name placeholders for what they hold: {found[:5]}"
+
+
 # ------------------------------------------------------------------ a pseudo-edition
 def test_the_pseudo_translation_keeps_placeholders():
     assert pseudo("query {word} · {settings}") == "⟦qúérý {word} · {settings}⟧"
