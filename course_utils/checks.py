@@ -122,9 +122,23 @@ def require_same_dtype(**tensors) -> torch.dtype | None:
     return next(iter(dtypes), None)
 
 
+def _first_parameter(module: nn.Module) -> nn.Parameter | None:
+    """``next(module.parameters(), None)`` without building the generator: models check
+    their input in every layer of every decoding step, and the generator costs more than the
+    check."""
+    for parameter in module._parameters.values():
+        if parameter is not None:
+            return parameter
+    for child in module._modules.values():
+        parameter = None if child is None else _first_parameter(child)
+        if parameter is not None:
+            return parameter
+    return None
+
+
 def require_matches_module(name: str, x: torch.Tensor, module: nn.Module) -> torch.Tensor:
     """Return tensor ``x`` if it has the dtype and device of ``module``'s parameters."""
-    parameter = next(module.parameters(), None)
+    parameter = _first_parameter(module)
     if parameter is None:
         return x
     if x.dtype != parameter.dtype:

@@ -15,6 +15,7 @@ from course_utils.nn.positions import (
     alibi_bias,
     alibi_slopes,
     apply_rope,
+    apply_rope_from,
     rope_frequencies,
     sinusoidal_positions,
 )
@@ -49,6 +50,23 @@ def test_apply_rope_matches_llama_at_consecutive_positions_of_a_cache():
     q = torch.randn(2, 4, 3, 16)
     positions = torch.arange(10, 13)  # three new tokens after a cache of ten
     torch.testing.assert_close(apply_rope(q, positions), _llama_rope(q, q, positions, 1e4)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_apply_rope_from_a_start_is_apply_rope_at_the_following_positions(dtype):
+    x = torch.randn(2, 3, 5, 8).to(dtype)  # (batch, num_heads, seq_len, d_k)
+    for start in (0, 7, 7, 300):  # twice 7: the shared angles give the same numbers again
+        assert torch.equal(apply_rope_from(x, start, 500.0),
+                           apply_rope(x, torch.arange(start, start + 5), 500.0))
+
+
+def test_apply_rope_from_under_inference_mode_leaves_training_possible():
+    x = torch.randn(1, 4, 8)
+    with torch.inference_mode():
+        apply_rope_from(x, 3)
+    leaf = x.clone().requires_grad_()
+    apply_rope_from(leaf, 3).sum().backward()  # inference tensors cannot be saved for backward
+    assert leaf.grad is not None
 
 
 def test_frequencies_are_llamas_inverse_frequencies():
@@ -199,6 +217,12 @@ BAD_INPUTS = [
                  ("positions", "torch.Tensor", "list"), id="apply_rope: list positions"),
     pytest.param(apply_rope, (torch.ones(3, 4), torch.arange(3)[None]), {}, ValueError,
                  ("positions", "(seq_len,)", "(1, 3)"), id="apply_rope: 2-D positions"),
+    pytest.param(apply_rope_from, (torch.ones(3, 5), 0), {}, ValueError,
+                 ("x", "even", "(3, 5)"), id="apply_rope_from: odd d"),
+    pytest.param(apply_rope_from, (torch.ones(3, 4), -1), {}, ValueError,
+                 ("start", "-1"), id="apply_rope_from: negative start"),
+    pytest.param(apply_rope_from, (torch.ones(3, 4), 1.0), {}, TypeError,
+                 ("start", "int", "float"), id="apply_rope_from: float start"),
     pytest.param(apply_rope, (torch.ones(3, 4, dtype=torch.long), torch.arange(3)), {},
                  TypeError, ("x", "floating-point", "torch.int64"), id="apply_rope: int x"),
     pytest.param(apply_rope, (torch.ones(4), torch.arange(1)), {}, ValueError,

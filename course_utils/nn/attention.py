@@ -29,7 +29,7 @@ from course_utils.checks import (
 )
 from course_utils.language import _
 from course_utils.nn.kv_cache import KVCache
-from course_utils.nn.positions import apply_rope
+from course_utils.nn.positions import apply_rope_from
 
 
 def _require_attention_inputs(q, k, v, mask, scale):
@@ -296,11 +296,10 @@ class MultiHeadAttention(nn.Module):
                 "key and value should be None (self-attention) with a cache or with "
                 "rope_base: both give the keys the positions of the queries"
             ))
-        key = query if key is None else key
-        value = key if value is None else value
         query = self._require_input("query", query, "(batch, n_q, d_model)")
-        key = self._require_input("key", key, "(batch, n_k, d_model)")
-        value = self._require_input("value", value, "(batch, n_k, d_model)")
+        key = query if key is None else self._require_input("key", key, "(batch, n_k, d_model)")
+        value = key if value is None else self._require_input("value", value,
+                                                              "(batch, n_k, d_model)")
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(_(
                 "query, key and value should share the batch size, got {queries}, {keys} and "
@@ -333,9 +332,9 @@ class MultiHeadAttention(nn.Module):
         k = split_heads(self.w_k(key), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
         v = split_heads(self.w_v(value), self.num_kv_heads)  # (batch, kv_heads, n_k, d_k)
         if self.rope_base is not None:
-            positions = torch.arange(past, past + query.shape[1], device=query.device)
-            q = apply_rope(q, positions, self.rope_base)
-            k = apply_rope(k, positions, self.rope_base)
+            # query i and its key sit at position past + i
+            q = apply_rope_from(q, past, self.rope_base)
+            k = apply_rope_from(k, past, self.rope_base)
         if cache is not None:
             # The cache keeps the rotated keys: a key's position never changes later.
             k, v = cache.append(layer, k, v, window=window)  # (batch, kv_heads, held + n_q, d_k)

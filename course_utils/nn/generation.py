@@ -57,6 +57,28 @@ def _require_pickable(name: str, logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def _require_sampling(temperature, top_k, generator) -> float:
+    """How to pick a token, checked: ``temperature``, ``top_k`` (None or positive) and a
+    ``generator`` for sampling; returns the temperature."""
+    temperature = require_temperature("temperature", temperature)
+    if top_k is not None:
+        require_positive_int("top_k", top_k)
+    require_generator("generator", generator)
+    if temperature > 0 and generator is None:
+        raise ValueError(_(
+            "sampling (temperature > 0) draws with a generator: pass "
+            "generator=torch.Generator().manual_seed(seed)"
+        ))
+    return temperature
+
+
+def _require_top_k_fits(top_k: int | None, vocab_size: int) -> None:
+    if top_k is not None and top_k > vocab_size:
+        raise ValueError(_(
+            "top_k should be at most vocab_size={vocab_size}, got {top_k}"
+        ).format(vocab_size=vocab_size, top_k=top_k))
+
+
 def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
                generator: torch.Generator | None = None) -> torch.Tensor:
     """Pick one token per row of ``logits`` ``(batch, vocab_size)``: ``(batch,)`` long.
@@ -74,22 +96,18 @@ def next_token(logits, temperature: float = 0.0, top_k: int | None = None,
         raise TypeError(_(
             "logits should be a float tensor (batch, vocab_size), got {got}"
         ).format(got=got))
-    temperature = require_temperature("temperature", temperature)
-    if top_k is not None:
-        require_positive_int("top_k", top_k)
-        if top_k > logits.shape[-1]:
-            raise ValueError(_(
-                "top_k should be at most vocab_size={vocab_size}, got {top_k}"
-            ).format(vocab_size=logits.shape[-1], top_k=top_k))
-    require_generator("generator", generator)
+    temperature = _require_sampling(temperature, top_k, generator)
+    _require_top_k_fits(top_k, logits.shape[-1])
     _require_pickable("logits", logits)
+    return _pick(logits, temperature, top_k, generator)
+
+
+def _pick(logits: torch.Tensor, temperature: float, top_k: int | None,
+          generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`next_token` on arguments already checked (:func:`generate` checks once, then
+    picks a token at every step)."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    if generator is None:
-        raise ValueError(_(
-            "sampling (temperature > 0) draws with a generator: pass "
-            "generator=torch.Generator().manual_seed(seed)"
-        ))
     scaled = logits.float() / temperature
     if top_k is not None:
         # Keep exactly the top_k largest (ties broken by torch.topk), -inf elsewhere.
@@ -125,15 +143,7 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
         ).format(name="tokens", tokens_shape=tuple(tokens.shape)))
     require_positive_int("max_new_tokens", max_new_tokens)
     require_bool("use_cache", use_cache)
-    require_temperature("temperature", temperature)
-    if top_k is not None:
-        require_positive_int("top_k", top_k)
-    require_generator("generator", generator)
-    if temperature > 0 and generator is None:
-        raise ValueError(_(
-            "sampling (temperature > 0) draws with a generator: pass "
-            "generator=torch.Generator().manual_seed(seed)"
-        ))
+    temperature = _require_sampling(temperature, top_k, generator)
     max_len = _require_max_len(model)
     fed = tokens.shape[1] + max_new_tokens - 1  # the last token is produced, never fed
     if use_cache and max_len is not None and fed > max_len:
@@ -162,8 +172,9 @@ def generate(model: nn.Module, tokens, max_new_tokens: int, use_cache: bool = Tr
                 "{returned} should be a float tensor (batch, n_new, vocab_size) with (batch, "
                 "n_new) = {feed_shape}, got {got}"
             ).format(returned=returned, feed_shape=tuple(feed.shape), got=got))
+        _require_top_k_fits(top_k, logits.shape[-1])
         _require_pickable(returned, logits[:, -1])
-        chosen = next_token(logits[:, -1], temperature, top_k, generator)  # (batch,)
+        chosen = _pick(logits[:, -1], temperature, top_k, generator)  # (batch,)
         out = torch.cat((out, chosen[:, None].to(out.dtype)), dim=1)
         feed = chosen[:, None] if cache is not None else out
     return out

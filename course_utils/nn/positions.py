@@ -17,6 +17,7 @@ import torch
 from course_utils.checks import (
     require_cache_sizes,
     require_float_dtype,
+    require_int_in_range,
     require_int_tensor,
     require_positive_int,
     require_positive_number,
@@ -55,6 +56,26 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-second, first), dim=-1)
 
 
+def _cos_sin(positions: torch.Tensor, d: int, base: float, dtype: torch.dtype
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of RoPE's angles, ``(seq_len, d)`` each in ``dtype``: pair ``i`` and
+    ``i + d/2`` share the angle ``positions * base^(-2i/d)``, computed in float32 as
+    transformers does (in float64 for float64)."""
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    angles = positions.to(wide)[:, None] * _frequencies(d, base, wide).to(positions.device)
+    angles = torch.cat((angles, angles), dim=-1)  # (seq_len, d)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def _cos_sin_from(start: int, seq_len: int, d: int, base: float, dtype: torch.dtype,
+                  device: torch.device, inference: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_cos_sin` of positions ``start .. start + seq_len - 1``, kept: a decoder asks for
+    the same positions for its queries and its keys in every layer of one step. Read only.
+    (``inference`` keys inference-mode tensors apart: autograd may not save those.)"""
+    return _cos_sin(torch.arange(start, start + seq_len, device=device), d, base, dtype)
+
+
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotate queries or keys ``x`` ``(..., seq_len, d)`` by their ``positions`` ``(seq_len,)``.
 
@@ -71,15 +92,9 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
 
     Used in lessons 11 and 18.
     """
-    x = require_tensor("x", x, "(..., seq_len, d)")
+    x = _require_rotatable(x)
     positions = require_int_tensor("positions", positions, "(seq_len,)", "positions")
     require_same_device(x=x, positions=positions)
-    if x.shape[-1] % 2:
-        raise ValueError(
-            _(
-                "x should have an even last dim d (RoPE turns pairs of dims), got shape {shape}"
-            ).format(shape=tuple(x.shape))
-        )
     if positions.shape[0] != x.shape[-2]:
         raise ValueError(
             _(
@@ -88,12 +103,37 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
             ).format(shape=tuple(x.shape), seq_len=x.shape[-2],
                      positions_shape=tuple(positions.shape))
         )
-    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    frequencies = _frequencies(x.shape[-1], base, dtype).to(x.device)  # (d / 2,)
-    angles = positions.to(dtype)[:, None] * frequencies  # (seq_len, d / 2)
-    angles = torch.cat((angles, angles), dim=-1)  # (seq_len, d): pair i and i + d/2 share one
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = _cos_sin(positions, x.shape[-1], base, x.dtype)
     return x * cos + _rotate_half(x) * sin
+
+
+def apply_rope_from(x: torch.Tensor, start: int, base: float = 10000.0) -> torch.Tensor:
+    """:func:`apply_rope` of ``x`` ``(..., seq_len, d)`` at the positions ``start .. start +
+    seq_len - 1``, the tokens that follow ``start`` cached ones.
+
+    The same numbers; the angles are computed once per (positions, size, dtype) and shared, as
+    transformers shares them: a decoder's queries and keys in every layer of one step sit at
+    the same positions, so generating a token computes them once instead of twice per layer.
+
+    Used in lesson 14.
+    """
+    x = _require_rotatable(x)
+    require_int_in_range("start", start, 0)
+    cos, sin = _cos_sin_from(start, x.shape[-2], x.shape[-1], base, x.dtype, x.device,
+                             torch.is_inference_mode_enabled())
+    return x * cos + _rotate_half(x) * sin
+
+
+def _require_rotatable(x) -> torch.Tensor:
+    """``x`` checked: a float tensor ``(..., seq_len, d)`` with an even ``d``."""
+    x = require_tensor("x", x, "(..., seq_len, d)")
+    if x.shape[-1] % 2:
+        raise ValueError(
+            _(
+                "x should have an even last dim d (RoPE turns pairs of dims), got shape {shape}"
+            ).format(shape=tuple(x.shape))
+        )
+    return x
 
 
 def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
