@@ -5,6 +5,10 @@ One helper for every model of the course whose blocks hold a
 12's GPT, lesson 14's Llama, lesson 10's MiniLM). A head's output enters its block only through
 its ``d_k`` columns of ``w_o``, so replacing that slice of ``w_o``'s input removes the head and
 keeps everything else.
+
+A finer cut removes one **edge** instead of a head: :func:`cut_edges` forbids chosen queries
+to read chosen keys in chosen heads, as a mask does, so their weight goes to the other keys
+and everything else the head does stays.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
+import torch
 from torch import nn
 
 from course_utils.checks import require_instance, require_int_in_range, require_one_of
@@ -105,3 +110,72 @@ def _head_replacer(heads: list[int], d_k: int, ablation: str):
                 part.copy_(part.mean(dim=(0, 1), keepdim=True).expand_as(part))
         return (merged, *args[1:])
     return replace
+
+
+def _require_edges(edges, layers: list[MultiHeadAttention]) -> dict[int, list[tuple]]:
+    """``edges`` as {layer: [(head, query, key), ...]}, each checked against the sizes."""
+    what = _("an iterable of (layer, head, query, key) tuples, e.g. [(3, 1, 7, 2)]")
+    if isinstance(edges, (str, bytes)) or not hasattr(edges, "__iter__"):
+        raise TypeError(_("edges should be {what}, got {kind} {edges!r}").format(
+            what=what, kind=type(edges).__name__, edges=edges))
+    chosen: dict[int, list[tuple]] = {}
+    for edge in edges:
+        if not isinstance(edge, (tuple, list)) or len(edge) != 4:
+            raise TypeError(_("edges should be {what}, got the item {edge!r}").format(
+                what=what, edge=edge))
+        layer, head, query, key = edge
+        require_int_in_range(_("layer (of an edge)"), layer, 0, len(layers) - 1)
+        require_int_in_range(_("head (of an edge)"), head, 0, layers[layer].num_heads - 1)
+        require_int_in_range(_("query (of an edge)"), query, 0)
+        require_int_in_range(_("key (of an edge)"), key, 0)
+        chosen.setdefault(layer, []).append((head, query, key))
+    return chosen
+
+
+def cut_edges(model, edges) -> AbstractContextManager[nn.Module]:
+    """``with cut_edges(model, edges): ...``: inside the block, in each ``(layer, head, query,
+    key)`` of ``edges`` the query position may not attend to the key position.
+
+    The cut is a mask: the edge's score becomes -inf before the softmax, so its weight is 0
+    and the rest of the row shares what it had (attention knockout, Geva et al. 2023). The
+    head keeps everything else: its other rows, its values, its slice of ``w_o``. Positions
+    count from 0 in the model's input (``[CLS]`` is 0 in MiniLM). A forward pre-hook on each
+    chosen layer's attention adds the cut to the mask it is given (``(batch, heads, n_q,
+    n_k)``); leaving the block removes it. The arguments are checked at the call; a position
+    beyond the input's length raises at the forward call.
+
+    Used in lesson 10.
+    """
+    layers = attention_layers(model)
+    return _masked(model, layers, _require_edges(edges, layers))
+
+
+@contextmanager
+def _masked(model, layers: list[MultiHeadAttention], chosen: dict[int, list[tuple]]
+            ) -> Iterator[nn.Module]:
+    handles = []
+    try:
+        for layer, layer_edges in chosen.items():
+            handles.append(layers[layer].register_forward_pre_hook(
+                _edge_cutter(layer_edges, layers[layer].num_heads), with_kwargs=True))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _edge_cutter(edges: list[tuple], num_heads: int):
+    def cut(module, args, kwargs):
+        query = args[0] if args else kwargs["query"]  # (batch, n_q, d_model), self-attention
+        batch, n = query.shape[:2]
+        if max(max(q, k) for _head, q, k in edges) >= n:
+            raise ValueError(_(
+                "edges name positions up to {highest}, but the input has seq_len={seq_len}"
+            ).format(highest=max(max(q, k) for _head, q, k in edges), seq_len=n))
+        keep = torch.ones(batch, num_heads, n, n, dtype=torch.bool, device=query.device)
+        for head, q, k in edges:
+            keep[:, head, q, k] = False
+        mask = kwargs.get("mask")
+        kwargs["mask"] = keep if mask is None else keep & mask
+        return args, kwargs
+    return cut
