@@ -9,7 +9,15 @@ from functools import cache
 import pytest
 
 from tools import course
-from tools.lessons import NOTEBOOK_DIR, ROOT, all_lesson_paths, read, stated_run_time
+from tools.lessons import (
+    NOTEBOOK_DIR,
+    ROOT,
+    all_lesson_paths,
+    estimated_reading_time,
+    read,
+    stated_reading_time,
+    stated_run_time,
+)
 
 LESSONS = all_lesson_paths()  # both editions
 # Nine checks below look at every lesson and none changes it: each is parsed once.
@@ -118,6 +126,19 @@ def test_header_states_a_run_time_within_the_budget(path):
         "('**运行时间：**在 2 核 CPU 上约 N 秒。' in the Chinese edition)"
     )
     assert stated <= 60, f"{path.name} states {stated} s; a lesson must run in 60 s or less"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_name)
+def test_header_states_a_reading_time_near_what_the_lesson_holds(path):
+    stated, estimate = stated_reading_time(path), estimated_reading_time(path)
+    assert stated is not None, (
+        f"{_name(path)}: the first cell needs '**Reading time:** about N minutes.' under the run "
+        "time ('**阅读时间**：约 N 分钟。' in the Chinese edition)"
+    )
+    assert abs(stated - estimate) <= max(5, estimate // 4), (
+        f"{_name(path)} states {stated} minutes to read; its prose and code come to about "
+        f"{estimate} (tools.lessons.estimated_reading_time)"
+    )
 
 
 # Learner-facing text never says where the course's material came from. "seed" as a random

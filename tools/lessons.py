@@ -68,6 +68,16 @@ def run_time_pattern(language: str) -> re.Pattern:
     return re.compile(_pattern(run_time_line(language, "{seconds}"), seconds=r"\d+"))
 
 
+def reading_time_line(language: str, minutes: int | str) -> str:
+    """The header's reading-time line, e.g. "**Reading time:** about 40 minutes."."""
+    return edition_text(language, "notebook",
+                        "**Reading time:** about {minutes} minutes.").format(minutes=minutes)
+
+
+def reading_time_pattern(language: str) -> re.Pattern:
+    return re.compile(_pattern(reading_time_line(language, "{minutes}"), minutes=r"\d+"))
+
+
 def heading_number_pattern(language: str) -> re.Pattern:
     """The lesson heading's number part ("Lesson {number}") as a regex, in ``language``."""
     lesson = edition_text(language, "notebook", "Lesson {number}")
@@ -106,6 +116,29 @@ def stated_run_time(path: Path) -> int | None:
     or None."""
     match = run_time_pattern(edition_of(path)).search(read(path).cells[0].source)
     return int(match.group(1)) if match else None
+
+
+def stated_reading_time(path: Path) -> int | None:
+    """The reading time in minutes that a lesson's first cell states, or None."""
+    match = reading_time_pattern(edition_of(path)).search(read(path).cells[0].source)
+    return int(match.group(1)) if match else None
+
+
+# A learner reads technical prose at about 150 words a minute and code, which they also run and
+# check against its output, at about 20 lines a minute.
+PROSE_WORDS_PER_MINUTE, CODE_LINES_PER_MINUTE = 150, 20
+
+
+def estimated_reading_time(path: Path) -> int:
+    """Minutes to read a lesson, from its English edition's prose words and code lines,
+    rounded to 5: both editions state the same time."""
+    notebook = read(twin_path(path, ENGLISH))
+    words = sum(len(cell.source.split()) for cell in notebook.cells
+                if cell.cell_type == "markdown")
+    lines = sum(len(cell.source.splitlines()) for cell in notebook.cells
+                if cell.cell_type == "code")
+    minutes = words / PROSE_WORDS_PER_MINUTE + lines / CODE_LINES_PER_MINUTE
+    return max(5, 5 * round(minutes / 5))
 
 
 def excluded_cells(notebook: nbformat.NotebookNode) -> int:
