@@ -28,6 +28,7 @@ from course_utils.checks import (
     require_bool,
     require_generator,
     require_instance,
+    require_one_of,
     require_positive_int,
     require_positive_number,
     require_token_ids,
@@ -36,6 +37,7 @@ from course_utils.data.corpus import sample_windows
 from course_utils.language import _
 from course_utils.nn.blocks import EncoderBlock
 from course_utils.nn.kv_cache import require_next_tokens
+from course_utils.nn.llama_parts import RMSNorm
 from course_utils.nn.masks import band_mask, causal_mask
 from course_utils.nn.training import fit
 
@@ -56,6 +58,12 @@ class GPT(nn.Module):
         sink, gate: every layer's attention gets a learned sink logit per head (gpt-oss) or
             a sigmoid output gate (Qwen3-Next); see
             :class:`~course_utils.nn.attention.MultiHeadAttention`. Off by default.
+        norm_first, norm, activation, rope_base: lesson 14's ablation turns this GPT into
+            a Llama one part at a time: ``norm_first=False`` post-norm blocks, ``norm="rms"``
+            RMSNorm (blocks and final norm), ``activation="swiglu"`` a SwiGLU FFN of width
+            ``d_ff``, ``rope_base`` RoPE in every attention instead of the learned position
+            vectors (the model then has no ``position_embedding``: it is ``None``). The
+            defaults (True, "layer", "gelu", None) are GPT-2's, the model described above.
 
     ``forward(tokens, cache=None, return_weights=False)``: tokens ``(batch, n_new)`` ids
     give logits ``(batch, n_new, vocab_size)``. With a :class:`~course_utils.nn.kv_cache.KVCache`
@@ -64,12 +72,14 @@ class GPT(nn.Module):
     every block's attention, ``(batch, num_layers, num_heads, n_new, n_k)`` (``n_k =
     cache.seq_len + n_new``, before the call).
 
-    Used in lessons 12, 13, 16 and 17.
+    Used in lessons 12, 13, 14, 16 and 17.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, num_heads: int,
                  num_layers: int, d_ff: int | None = None, window=None,
-                 sink: bool = False, gate: bool = False):
+                 sink: bool = False, gate: bool = False, norm_first: bool = True,
+                 norm: str = "layer", activation: str = "gelu",
+                 rope_base: float | None = None):
         super().__init__()
         self.vocab_size = require_positive_int("vocab_size", vocab_size)
         self.max_len = require_positive_int("max_len", max_len)
@@ -79,18 +89,24 @@ class GPT(nn.Module):
         self.windows = _layer_windows(window, num_layers)  # one int or None per layer
         require_bool("sink", sink)
         require_bool("gate", gate)
+        require_bool("norm_first", norm_first)
+        require_one_of("norm", norm, ["layer", "rms"])
+        require_one_of("activation", activation, ["gelu", "swiglu"])
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.position_embedding = nn.Embedding(max_len, d_model)
+        # RoPE (lesson 14's ablation) puts the positions into the attention instead
+        self.position_embedding = (nn.Embedding(max_len, d_model) if rope_base is None
+                                   else None)
         # GPT-2's initial scale. nn.Embedding starts at N(0, 1), and through the tied readout
         # such vectors would give logits of size ~sqrt(d_model): a confident model at step 0.
         nn.init.normal_(self.token_embedding.weight, std=0.02)
-        nn.init.normal_(self.position_embedding.weight, std=0.02)
+        if self.position_embedding is not None:
+            nn.init.normal_(self.position_embedding.weight, std=0.02)
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, d_ff, norm_first=True, activation="gelu",
-                         sink=sink, gate=gate)
+            EncoderBlock(d_model, num_heads, d_ff, norm_first=norm_first, activation=activation,
+                         sink=sink, gate=gate, norm=norm, rope_base=rope_base)
             for _layer in range(num_layers)
         )
-        self.final_norm = nn.LayerNorm(d_model)
+        self.final_norm = nn.LayerNorm(d_model) if norm == "layer" else RMSNorm(d_model, eps=1e-5)
 
     def forward(self, tokens, cache=None, return_weights: bool = False):
         tokens, past = require_next_tokens(tokens, cache, self.vocab_size, self.max_len)
@@ -98,7 +114,9 @@ class GPT(nn.Module):
         n_new = tokens.shape[1]
         positions = torch.arange(past, past + n_new, device=tokens.device)
         # (batch, n_new, d_model): what each token is, plus where it is
-        x = self.token_embedding(tokens) + self.position_embedding(positions)
+        x = self.token_embedding(tokens)
+        if self.position_embedding is not None:  # None: RoPE, inside every attention
+            x = x + self.position_embedding(positions)
         mask = causal_mask(n_new, past + n_new, device=tokens.device)  # (n_new, n_k)
         all_weights = []
         for layer, block in enumerate(self.blocks):

@@ -29,6 +29,7 @@ from course_utils.checks import (
 )
 from course_utils.language import _
 from course_utils.nn.attention import MultiHeadAttention
+from course_utils.nn.llama_parts import RMSNorm, SwiGLUFeedForward
 from course_utils.nn.masks import causal_mask
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
@@ -46,9 +47,11 @@ def _require_stream(name: str, x, notation: str, module: nn.Module) -> torch.Ten
     return require_matches_module(name, x, module)
 
 
-def _layer_norm(d_model: int, eps: float, enabled: bool = True) -> nn.Module:
+def _layer_norm(d_model: int, eps: float, enabled: bool = True, norm: str = "layer") -> nn.Module:
     # Identity keeps the forward pass identical in structure when LayerNorm is switched off.
-    return nn.LayerNorm(d_model, eps=eps) if enabled else nn.Identity()
+    if not enabled:
+        return nn.Identity()
+    return RMSNorm(d_model, eps=eps) if norm == "rms" else nn.LayerNorm(d_model, eps=eps)
 
 
 def _copy_parameters(pairs) -> None:
@@ -124,6 +127,13 @@ class EncoderBlock(nn.Module):
         eps: LayerNorm's epsilon.
         sink, gate: the attention's learned sink logit per head or sigmoid output gate
             (:class:`~course_utils.nn.attention.MultiHeadAttention`, lesson 17).
+        norm: ``"layer"`` (LayerNorm, the default) or ``"rms"``
+            (:class:`~course_utils.nn.llama_parts.RMSNorm`, Llama's), lesson 14's ablation.
+        activation ``"swiglu"``: the FFN is Llama's
+            :class:`~course_utils.nn.llama_parts.SwiGLUFeedForward` (three bias-free
+            matrices of hidden width ``d_ff``) instead of the two-layer MLP.
+        rope_base: ``None`` (no position information in the block) or RoPE's base: the
+            attention rotates its queries and keys by their positions.
 
     ``forward(x, mask=None, cache=None, layer=0)`` takes x ``(batch, seq_len, d_model)`` and
     an optional bool mask broadcastable to ``(batch, num_heads, seq_len, n_k)`` (no mask:
@@ -136,21 +146,25 @@ class EncoderBlock(nn.Module):
     :class:`~course_utils.nn.attention.MultiHeadAttention`); ``window`` makes the cache keep
     only this layer's last ``window`` positions (lesson 17).
 
-    Used in lessons 07, 10 and 17.
+    Used in lessons 07, 10, 14 and 17.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False,
                  residual: bool = True, layer_norm: bool = True, activation: str = "relu",
-                 eps: float = 1e-5, sink: bool = False, gate: bool = False):
+                 eps: float = 1e-5, sink: bool = False, gate: bool = False,
+                 norm: str = "layer", rope_base: float | None = None):
         super().__init__()
         eps = require_positive_number("eps", eps)
-        self.self_attn = MultiHeadAttention(d_model, num_heads, sink=sink, gate=gate)
-        self.ffn = FeedForward(d_model, d_ff, activation)
+        require_one_of("norm", norm, ["layer", "rms"])
+        self.self_attn = MultiHeadAttention(d_model, num_heads, sink=sink, gate=gate,
+                                            rope_base=rope_base)
+        self.ffn = (SwiGLUFeedForward(d_model, d_ff) if activation == "swiglu"
+                    else FeedForward(d_model, d_ff, activation))
         self.d_model = d_model
         self.norm_first = require_bool("norm_first", norm_first)
         self.residual = require_bool("residual", residual)
-        self.norm1 = _layer_norm(d_model, eps, require_bool("layer_norm", layer_norm))
-        self.norm2 = _layer_norm(d_model, eps, layer_norm)
+        self.norm1 = _layer_norm(d_model, eps, require_bool("layer_norm", layer_norm), norm)
+        self.norm2 = _layer_norm(d_model, eps, layer_norm, norm)
 
     def _add_residual(self, x, sublayer_output):
         return x + sublayer_output if self.residual else sublayer_output
