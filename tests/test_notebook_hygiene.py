@@ -141,6 +141,26 @@ def test_header_states_a_reading_time_near_what_the_lesson_holds(path):
     )
 
 
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_name)
+def test_every_figure_says_what_it_shows_to_a_screen_reader(path):
+    # The site renders a figure with the cell's metadata mystnb.image.alt as its alt text;
+    # without it the alt is the image's file name.
+    english = "zh-CN" not in path.parts
+    for index, cell in enumerate(parsed(path).cells):
+        if not any("image/png" in output.get("data", {}) for output in cell.get("outputs", [])):
+            continue
+        alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+        assert len(alt) >= 40, (
+            f"{_name(path)} cell {index}: a figure needs metadata mystnb.image.alt, one to three "
+            "sentences on what it shows (the plot, its axes, the pattern to see)")
+        # An English alt may quote the Chinese a figure shows (lesson 15 translates into it).
+        assert english or CJK.search(alt), (
+            f"{_name(path)} cell {index}: the alt text should be in the edition's language")
+
+
 # Learner-facing text never says where the course's material came from. "seed" as a random
 # seed is fine ("same seed", "3 seeds", "setup(seed=1)"); "the article" before a quoted word is
 # grammar ('the article "the"'). Each pattern names a way of citing a source.
