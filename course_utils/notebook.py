@@ -80,7 +80,7 @@ def seeds(n: int) -> tuple[int, ...]:
     ``setup(seed=0)`` (the stored run) gives ``0, 1, ..., n - 1``; ``setup(seed=s)`` gives
     ``1000 s, 1000 s + 1, ...``: other models, for claims that must hold on any seed.
 
-    Used in lessons 01, 03, 04, 05, 06, 07, 08, 11, 12, 13, 15, 16, 17, 18 and 19.
+    Used in lessons 01, 03, 04, 05, 06, 07, 08, 11, 12, 13, 14, 15, 16, 17, 18 and 19.
     """
     n = require_positive_int("n", n)
     if n > SEEDS_PER_RUN:
