@@ -8,6 +8,9 @@ import pytest
 import torch
 from transformers import LlamaConfig
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+from transformers.models.cohere.modeling_cohere import (
+    apply_rotary_pos_emb as cohere_apply_rotary_pos_emb,
+)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from course_utils.nn.masks import causal_mask
@@ -16,6 +19,7 @@ from course_utils.nn.positions import (
     alibi_slopes,
     apply_rope,
     apply_rope_from,
+    apply_rope_interleaved,
     rope_frequencies,
     sinusoidal_positions,
 )
@@ -67,6 +71,26 @@ def test_apply_rope_from_under_inference_mode_leaves_training_possible():
     leaf = x.clone().requires_grad_()
     apply_rope_from(leaf, 3).sum().backward()  # inference tensors cannot be saved for backward
     assert leaf.grad is not None
+
+
+def test_interleaved_rope_is_coheres_interleaved_rotary_embedding():
+    generator = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 2, 3, 5, 12, generator=generator)  # (batch, num_heads, seq_len, d_k)
+    positions = torch.randint(0, 1000, (5,), generator=generator)
+    angles = positions[:, None].float() * rope_frequencies(12, 500.0)  # (seq_len, d_k / 2)
+    angles = torch.repeat_interleave(angles, 2, dim=-1)[None]  # Cohere's adjacent pairs
+    q_cohere, k_cohere = cohere_apply_rotary_pos_emb(q, k, angles.cos(), angles.sin())
+    torch.testing.assert_close(apply_rope_interleaved(q, positions, 500.0), q_cohere)
+    torch.testing.assert_close(apply_rope_interleaved(k, positions, 500.0), k_cohere)
+
+
+def test_interleaved_rope_is_rotate_half_on_reordered_dimensions():
+    x = torch.randn(4, 7, 8, dtype=torch.float64)
+    positions = torch.arange(7)
+    evens_then_odds = torch.tensor([0, 2, 4, 6, 1, 3, 5, 7])
+    torch.testing.assert_close(apply_rope_interleaved(x, positions)[..., evens_then_odds],
+                               apply_rope(x[..., evens_then_odds], positions))
+    assert not torch.allclose(apply_rope_interleaved(x, positions), apply_rope(x, positions))
 
 
 def test_frequencies_are_llamas_inverse_frequencies():
@@ -213,6 +237,10 @@ BAD_INPUTS = [
                  ("positions", "seq_len 3", "(4,)"), id="apply_rope: positions too long"),
     pytest.param(apply_rope, (torch.ones(3, 4), torch.arange(3.0)), {}, TypeError,
                  ("positions", "integer", "torch.float32"), id="apply_rope: float positions"),
+    pytest.param(apply_rope_interleaved, (torch.ones(3, 5), torch.arange(3)), {}, ValueError,
+                 ("x", "even", "(3, 5)"), id="apply_rope_interleaved: odd d"),
+    pytest.param(apply_rope_interleaved, ([[1.0, 2.0]], torch.arange(1)), {}, TypeError,
+                 ("x", "torch.Tensor", "list"), id="apply_rope_interleaved: a list"),
     pytest.param(apply_rope, (torch.ones(3, 4), [0, 1, 2]), {}, TypeError,
                  ("positions", "torch.Tensor", "list"), id="apply_rope: list positions"),
     pytest.param(apply_rope, (torch.ones(3, 4), torch.arange(3)[None]), {}, ValueError,

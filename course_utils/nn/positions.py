@@ -136,6 +136,29 @@ def _require_rotatable(x) -> torch.Tensor:
     return x
 
 
+def apply_rope_interleaved(x: torch.Tensor, positions: torch.Tensor,
+                           base: float = 10000.0) -> torch.Tensor:
+    """RoPE with adjacent pairs, as Meta's Llama code and GGUF files lay it out.
+
+    Same shapes and arguments as :func:`apply_rope`, but dimension ``2i`` pairs with
+    ``2i + 1`` (not ``i`` with ``i + d/2``), turned by the same angle
+    ``positions * base^(-2i/d)``::
+
+        x_{2i}'   = x_{2i} cos(angle) - x_{2i+1} sin(angle)
+        x_{2i+1}' = x_{2i+1} cos(angle) + x_{2i} sin(angle)
+
+    It is the rotate-half rotation with the dimensions reordered: even ones first, then odd
+    ones, rotated by :func:`apply_rope`, then put back.
+
+    Used in lesson 11.
+    """
+    x = require_tensor("x", x, "(..., seq_len, d)")
+    d = x.shape[-1]
+    order = torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2))).to(x.device)  # (d,)
+    rotated = apply_rope(x[..., order], positions, base)  # pair i is (x_2i, x_2i+1)
+    return torch.empty_like(rotated).index_copy_(-1, order, rotated)
+
+
 def sinusoidal_positions(seq_len: int, d_model: int) -> torch.Tensor:
     """The fixed position encodings of the original Transformer, ``(seq_len, d_model)``.
 

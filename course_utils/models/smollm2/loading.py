@@ -161,7 +161,7 @@ def unpermute_rope_rows(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     transformers' GGUF loader does (``LlamaTensorProcessor._reverse_permute_weights``).
     ``num_heads`` is the projection's own: the query heads for q, the key/value heads for k.
 
-    Used in lesson 14.
+    Used in lessons 11 and 14.
     """
     weight = require_tensor("weight", weight, "(num_heads * d_k, d_model)")
     require_positive_int("num_heads", num_heads)
