@@ -90,7 +90,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
     The angles are computed in float32 as transformers does (in float64 for float64 ``x``);
     the result has ``x``'s dtype.
 
-    Used in lessons 11 and 18.
+    Used in lessons 11, 14 and 18.
     """
     x = _require_rotatable(x)
     positions = require_int_tensor("positions", positions, "(seq_len,)", "positions")
@@ -150,7 +150,7 @@ def apply_rope_interleaved(x: torch.Tensor, positions: torch.Tensor,
     It is the rotate-half rotation with the dimensions reordered: even ones first, then odd
     ones, rotated by :func:`apply_rope`, then put back.
 
-    Used in lesson 11.
+    Used in lessons 11 and 14.
     """
     x = require_tensor("x", x, "(..., seq_len, d)")
     d = x.shape[-1]
