@@ -90,7 +90,7 @@ def fill(message: str, head: str, width: int = 100) -> str:
     require_instance("message", message, str, _("a str"))
     require_instance("head", head, str, _("a str"))
     require_positive_int("width", width)
-    indent = " " * len(head)
+    indent = " " * display_width(head)
     if all(display_width(character) == 1 for character in message):
         return textwrap.fill(message, width=width, initial_indent=head, subsequent_indent=indent)
     lines, line, space = [], head, False

@@ -16,7 +16,8 @@ from tools import chinese_style as style
 from tools.lessons import lesson_paths, read, translated_editions
 
 COMMONMARK = MarkdownIt("commonmark")
-WORDS = [("批次", "批量"), ("批大小", "批量大小"), ("融合内核", "融合算子"), ("token", "词元")]
+WORDS = [("批次", "批量"), ("批大小", "批量大小"), ("融合内核", "融合算子"), ("token", "词元"),
+         ("前向计算", "前向传播")]
 
 
 def unrendered_emphasis(markdown: str) -> list[str]:
@@ -75,6 +76,12 @@ MARKDOWN_CASES = [
     (style.RULE_GLOSSARY, "改动一个 token 不会改变它之前的输出",
      "改动一个词元不会改变它之前的输出"),
     (style.RULE_MILLION, "它的 22.6 M 个参数", "它的 2260 万个参数"),
+    (style.RULE_RANGE, "训练中只出现过位置 0..15", "训练中只出现过位置 0～15"),
+    (style.RULE_ARROW, "损失 3.93 -> 4.12", "损失 3.93 → 4.12"),
+    (style.RULE_RATIO, "头 3.1 的权重是头 3.3 的 4.9×", "头 3.1 的权重是头 3.3 的 4.9 倍"),
+    (style.RULE_GROUPING, "Llama 3 用的底数是 500 000", "Llama 3 用的底数是 50 万"),
+    (style.RULE_GROUPING, "共 30,522 个条目", "共 30522 个条目"),
+    (style.RULE_GLOSSARY, "一次前向计算的时间", "一次前向传播的时间"),
 ]
 
 
@@ -94,6 +101,8 @@ def test_each_rule_flags_the_wrong_text_and_passes_the_rewrite(rule, wrong, righ
     "以 \"round\" 而不是 \"playful\" 结尾",                                  # English quoted
     "每个笔记本都会在 CI 中运行。\n\nIt is one line.\nAnother line.",       # breaks in English
     "```python\nx = 1  # 一行\n# 注释\n```",                                # a code block
+    "`0..15` 与 `f(x) -> y`，路径 ../notebooks，以及……",                   # code, a path
+    "一个 64×64 的矩阵，4 × `d_model` 宽，(8, 16) 共 128 个",              # shapes, not ratios
 ])
 def test_what_the_rules_allow_is_not_flagged(text):
     assert rules_broken(text) == []
@@ -149,6 +158,7 @@ def test_a_table_padded_by_characters_is_flagged_and_padded_by_width_passes(word
     "n = 256：每一对 (查询, 键) 一个权重\n✓ n = 256：每一对  一个权重",  # a claim is not a row
     "每个分数花费的纳秒数：\n  n =  512：显式实现  7.75 ns",          # a heading is not a row
     "它  分数  0.0\n很  分数  0.0",                                  # same widths line up
+    "    x = f(x)  # 键填充掩码\n    y = g(y, x)  # 错误：填充位置看不到键",  # a listing's comments
     # Padded by width; the spaces inside a shape are not columns.
     "q.transpose(1, 2)    (2, 3, 5, 4)   (batch, num_heads, seq_len, d_k)\n"
     "注意力权重           (2, 3, 5, 5)   (batch, num_heads, n_q, n_k)",
@@ -224,7 +234,9 @@ def _problems_by_rule(problems, rule):
 RULE_IDS = {style.RULE_MARKS: "marks", style.RULE_ITALIC: "italics", style.RULE_TIMES: "times",
             style.RULE_SECTION: "section", style.RULE_QUOTES: "quotes",
             style.RULE_BREAK: "line-breaks", style.RULE_GLOSSARY: "glossary",
-            style.RULE_MILLION: "millions", style.RULE_TABLE: "tables"}
+            style.RULE_MILLION: "millions", style.RULE_TABLE: "tables",
+            style.RULE_RANGE: "ranges", style.RULE_ARROW: "arrows", style.RULE_RATIO: "ratios",
+            style.RULE_GROUPING: "grouping"}
 LESSON_RULES = [(path, rule) for path in lesson_paths("zh-CN") for rule in style.RULES]
 
 

@@ -14,6 +14,7 @@ from torch import nn
 from course_utils import diagnostics as d
 from course_utils import text_layout
 from course_utils.diagnostics.probe_registry import probe, registered
+from course_utils.diagnostics.report import probe_name
 from course_utils.experiments.l08_bug_gallery import (
     BUGS,
     SharedWeightSelfAttention,
@@ -466,6 +467,14 @@ def test_in_chinese_every_finding_reads_chinese_with_the_same_numbers(name):
     assert sorted(NUMBER.findall(shown)) == sorted(NUMBER.findall(str(english)))
 
 
+def test_in_chinese_every_probe_is_named_in_chinese(chinese):
+    titles = {name: d.Finding(name, d.PASS, "").title for name in d.PROBES}
+    assert all(CJK.search(title) for name, title in titles.items() if name != d.NAN_INF), titles
+    report = d.diagnose(next(b for b in BUGS if b.caught_by == d.SHAPES).build())
+    heads = [line[4:] for line in str(report).splitlines()[1:] if not line.startswith("    ")]
+    assert all(head.startswith(f.title) for head, f in zip(heads, report.findings, strict=True))
+
+
 def test_chinese_report_lines_stay_within_100_columns(chinese):
     report = d.diagnose(next(b for b in BUGS if b.caught_by == d.SHAPES).build())
     for line in str(report).splitlines()[1:]:
@@ -599,6 +608,8 @@ class _NoWidth(nn.Module):
 
 
 BAD_INPUTS = [
+    pytest.param(probe_name, (None,), {}, TypeError, ("english", "str", "None"),
+                 id="probe_name: None"),
     pytest.param(d.diagnose, (MultiHeadAttention,), {}, TypeError,
                  ("needs an instance", "MultiHeadAttention"), id="diagnose: a class"),
     pytest.param(d.diagnose, ("attention",), {}, TypeError,

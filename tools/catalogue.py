@@ -15,11 +15,13 @@ so a change to one module touches only that module's entries.
 
 from __future__ import annotations
 
+import ast
 import datetime
 import io
 import json
 import string
 import sys
+import textwrap
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
@@ -28,6 +30,7 @@ from babel.messages.mofile import read_mo, write_mo
 from babel.messages.pofile import read_po, write_po
 
 from course_utils import __version__
+from course_utils.listings import LISTING, listing_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "course_utils"
@@ -36,7 +39,11 @@ DOMAIN = "course_utils"
 TOOLS = ROOT / "tools"
 # tools/ holds the words the tools write into notebooks and READMEs (tools/lessons.py's
 # edition_text(language, context, message)): the same catalogue carries them.
-KEYWORDS = {"_": None, "N_": None, "pgettext": ((1, "c"), 2), "edition_text": ((2, "c"), 3)}
+KEYWORDS = {"_": None, "N_": None, "pgettext": ((1, "c"), 2), "edition_text": ((2, "c"), 3),
+            "probe_name": None}
+# Modules whose functions and classes a lesson prints (course_utils.listings.source_listing):
+# the docstrings and comments of their public ones are messages too.
+LISTED_MODULES = ("experiments/l08_bug_gallery.py", "exercises/l08.py")
 PROJECT = "Self-attention, hands-on"
 CREATED = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
 HEADER = """\
@@ -61,7 +68,22 @@ def template() -> Catalog:
                 comment_tags=("Translators:",), strip_comment_tags=True):
             catalog.add(message, locations=[(f"{folder.name}/{filename}", None)],
                         auto_comments=comments, context=context)
+    for module in LISTED_MODULES:
+        for text in listed_texts(PACKAGE / module):
+            catalog.add(text, locations=[(f"{PACKAGE.name}/{module}", None)], context=LISTING,
+                        auto_comments=["A docstring or comment of code a lesson prints."])
     return catalog
+
+
+def listed_texts(path: Path) -> list[str]:
+    """The docstrings and comments of the public functions and classes of a listed module."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.split("\n")
+    return [text for node in ast.parse(source).body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_")
+            and not node.decorator_list  # a @dataclass holds data; no lesson prints it
+            for text in listing_texts(textwrap.dedent("\n".join(
+                lines[node.lineno - 1:node.end_lineno])))]
 
 
 def po_path(edition: str) -> Path:

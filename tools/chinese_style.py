@@ -47,8 +47,14 @@ RULE_GLOSSARY = "not the glossary's word"
 RULE_MILLION = "a count in millions written M beside Chinese (write 2260 万, not 22.6 M)"
 RULE_TABLE = ("a printed table padded by characters, so its Chinese columns drift "
               "(pad with course_utils.text_layout.pad)")
+RULE_RANGE = "a Python range beside Chinese (write 0～15 or 0 到 15, not 0..15)"
+RULE_ARROW = "an ASCII arrow beside Chinese (write →, not ->)"
+RULE_RATIO = "a ratio written × beside Chinese (write 4.9 倍, not 4.9×)"
+RULE_GROUPING = ("a number grouped by commas or spaces beside Chinese (write 1490, 50 万, "
+                 "49152（约 4.9 万）)")
 RULES = (RULE_MARKS, RULE_ITALIC, RULE_TIMES, RULE_SECTION, RULE_QUOTES, RULE_BREAK,
-         RULE_GLOSSARY, RULE_MILLION, RULE_TABLE)
+         RULE_GLOSSARY, RULE_MILLION, RULE_TABLE, RULE_RANGE, RULE_ARROW, RULE_RATIO,
+         RULE_GROUPING)
 
 _NUMBER = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十百千万几数]+)"
 _CLAUSE = r"[^，。；：！？、\n]"
@@ -61,6 +67,13 @@ ASCII_QUOTED = re.compile(rf"([\"'])(?!\s)[^{_NOT_QUOTED}]{{0,24}}[{IDEOGRAPH}]"
                           rf"[^{_NOT_QUOTED}]{{0,24}}(?<!\s)\1")
 # 22.6 M, not SmolLM2-135M (a name) nor 1.5 MiB (a unit).
 MILLIONS = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?\s?M(?![A-Za-z0-9])")
+# 0..15 and {first}..{last}; not an ellipsis (…) nor a path (../notebooks).
+PYTHON_RANGE = re.compile(r"[\w}]\.\.[\w{]")
+ASCII_ARROW = re.compile(r"(?<!-)->(?!>)")
+# 4.9× (a ratio), not 64×64 nor 8 × 8 (a shape).
+RATIO = re.compile(r"(?:\d(?:\.\d+)?|\})\s?×(?!\s?[\d({a-zA-Z`])")
+# 1,490 and 500 000: Chinese groups by 万, not by thousands.
+GROUPED = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:,| )\d{3})+(?![\d.,]|\s?[×x]\s?\d)")
 # In printed text (a string literal, a catalogue message) *…* is not emphasis but asterisks.
 STARRED = re.compile(rf"(?<!\*)\*(?![\s*])[^*\n]{{0,30}}[{IDEOGRAPH}]"
                      rf"[^*\n]{{0,30}}(?<![\s*])\*(?!\*)")
@@ -68,6 +81,7 @@ STARRED = re.compile(rf"(?<!\*)\*(?![\s*])[^*\n]{{0,30}}[{IDEOGRAPH}]"
 _COLUMN_START = re.compile(r"( +)(?=\S)")
 _TABLE_ROW = re.compile(r"\S {2,}\S")
 _OPENING, _CLOSING = "([（", ")]）"
+_CODE_COMMENT = re.compile(r" {2}# .*$")
 _FIRST_WORD = re.compile(r"[^\s：，；、（]*")
 # An English word glossed in full-width brackets, 词元（token）, is not drift.
 _GLOSS = re.compile(rf"（[^（）{IDEOGRAPH}]*）")
@@ -100,6 +114,10 @@ def text_problems(text: str, words=None) -> list[tuple[str, str]]:
     problems += [(RULE_QUOTES, match.group()) for match in ASCII_QUOTED.finditer(text)]
     if HAS_CHINESE.search(text):
         problems += [(RULE_MILLION, _around(text, match)) for match in MILLIONS.finditer(text)]
+        problems += [(rule, _around(text, match))
+                     for rule, pattern in ((RULE_RANGE, PYTHON_RANGE), (RULE_ARROW, ASCII_ARROW),
+                                           (RULE_RATIO, RATIO), (RULE_GROUPING, GROUPED))
+                     for match in pattern.finditer(text)]
         unglossed = _GLOSS.sub("", text)
         for word, ours in words if words is not None else avoided_words():
             # An English word, not a name in code (example.tokens[k], {tokens!r}).
@@ -152,7 +170,8 @@ def table_problems(printed: str) -> list[tuple[str, str]]:
     cells whose cells neither start nor end together. A claim's ✓ line is not a row."""
     from course_utils.text_layout import display_width
 
-    problems, rows = [], printed.split("\n")
+    # A printed listing's comments (code  # 注释) are not a column of a table.
+    problems, rows = [], [_CODE_COMMENT.sub("", row) for row in printed.split("\n")]
     for upper, lower in itertools.pairwise(rows):
         if not HAS_CHINESE.search(upper + lower) or not all(
                 _TABLE_ROW.search(row) and not row.startswith("✓") for row in (upper, lower)):
@@ -249,7 +268,9 @@ def notebook_problems(path: Path, words=None) -> list[Violation]:
         if cell.cell_type == "markdown":
             found = markdown_problems(cell.source, words)
         elif cell.cell_type == "code":
-            found = [problem for text in string_literals(cell.source)
+            # A figure's alt text is read aloud as it is written (no markdown).
+            alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+            found = [problem for text in string_literals(cell.source) + ([alt] if alt else [])
                      for problem in printed_text_problems(text, words)]
             found += [problem for text in printed_outputs(cell) for problem in table_problems(text)]
         else:

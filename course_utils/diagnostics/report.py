@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from course_utils.language import _
-from course_utils.text_layout import fill
+from course_utils.checks import require_instance
+from course_utils.language import _, translate
+from course_utils.text_layout import display_width, fill, pad
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+
+def probe_name(english: str) -> str:
+    """Declare a probe's name (``CAUSAL_LEAK = probe_name("causal leak")``): the English text
+    stays its key in code (``report["causal leak"]``), and the catalogue extracts it, so that
+    :attr:`Finding.title` reads it in the learner's language.
+
+    Used in lesson 08.
+    """
+    return require_instance("english", english, str, _("a str (the English text)"))
 _MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
 
 
@@ -25,6 +36,11 @@ class Finding:
     @property
     def passed(self) -> bool:
         return self.status == PASS
+
+    @property
+    def title(self) -> str:
+        """The probe's name as the learner reads it, in the current language."""
+        return translate(self.probe)
 
 
 @dataclass(frozen=True, repr=False)
@@ -67,15 +83,15 @@ class Report:
                        n_failures=len(self.failures), ran=ran))
         if self.skipped:
             verdict += _("; skipped: {probes}").format(
-                probes=_(", ").join(f.probe for f in self.skipped))
+                probes=_(", ").join(f.title for f in self.skipped))
         return verdict
 
     def __str__(self) -> str:
         lines = [_("diagnose({subject}): {verdict}").format(subject=self.subject,
                                                              verdict=self.verdict())]
-        width = max(len(f.probe) for f in self.findings)
+        width = max(display_width(f.title) for f in self.findings)
         for finding in self.findings:
-            head = f"  {_MARKS[finding.status]} {finding.probe:<{width}}  "
+            head = f"  {_MARKS[finding.status]} {pad(finding.title, width)}  "
             lines.append(fill(finding.message, head))
         return "\n".join(lines)
 

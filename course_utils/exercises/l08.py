@@ -104,7 +104,7 @@ def _require_probes_pass(answer):
         return
     # Probes that failed only because the shapes probe did are named, not repeated.
     echoes = [f.probe for f in failures if f.message.endswith(str(SEE_SHAPES))]
-    listed = " ".join(f"[{f.probe}] {f.message}" for f in failures if f.probe not in echoes)
+    listed = " ".join(f"[{f.title}] {f.message}" for f in failures if f.probe not in echoes)
     if echoes:
         listed += _(" [{probes}] right without heads, raised with a heads axis (see shapes)."
                     ).format(probes=_(", ").join(echoes))

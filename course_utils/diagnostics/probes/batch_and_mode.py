@@ -7,12 +7,12 @@ import torch
 
 from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs, near, shown
-from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding
+from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding, probe_name
 from course_utils.diagnostics.subjects import SELF
 from course_utils.language import _
 
-BATCH_APART = "sequences kept apart"
-TRAINING_MODE = "training mode"
+BATCH_APART = probe_name("sequences kept apart")
+TRAINING_MODE = probe_name("training mode")
 # Calls in training mode, each from its own random state: dropout that is there shows.
 _TRAINING_CALLS = (1, 2, 3)
 

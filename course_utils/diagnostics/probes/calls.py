@@ -7,11 +7,11 @@ import torch
 
 from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import TOLERANCE, Probing, max_abs, shown
-from course_utils.diagnostics.report import Finding
+from course_utils.diagnostics.report import Finding, probe_name
 from course_utils.language import _
 
-DETERMINISM = "same input, same output"
-INPUTS_UNCHANGED = "inputs left unchanged"
+DETERMINISM = probe_name("same input, same output")
+INPUTS_UNCHANGED = probe_name("inputs left unchanged")
 
 
 @probe(DETERMINISM, order=12)

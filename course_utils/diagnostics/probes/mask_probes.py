@@ -13,13 +13,13 @@ from course_utils.diagnostics.probing import (
     reduced_precision,
     shown,
 )
-from course_utils.diagnostics.report import SKIP, Finding
+from course_utils.diagnostics.report import SKIP, Finding, probe_name
 from course_utils.language import _, join_sentences
 
-MASKED_WEIGHTS = "masked weights are 0"
-CAUSAL_LEAK = "causal leak"
-PADDING_LEAK = "padding leak"
-FINITE_FILL = "fill below every score"
+MASKED_WEIGHTS = probe_name("masked weights are 0")
+CAUSAL_LEAK = probe_name("causal leak")
+PADDING_LEAK = probe_name("padding leak")
+FINITE_FILL = probe_name("fill below every score")
 # The real scores of the finite-fill probe: far below any finite fill a learner would pick
 # (-1e4, -1e5, -20), far above -1e9, which only float16 cannot hold (its own probe).
 _FAR = 1e6

@@ -7,13 +7,13 @@ import torch
 
 from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import LOG_WEIGHTS, Probing, is_log_weights, short_error
-from course_utils.diagnostics.report import SKIP, Finding
+from course_utils.diagnostics.report import SKIP, Finding, probe_name
 from course_utils.diagnostics.subjects import WrongReturn
 from course_utils.language import _
 
-NAN_INF = "NaN/inf"
-DTYPE_DEVICE = "dtype and device"
-FLOAT16_MASKING = "float16 masking"
+NAN_INF = probe_name("NaN/inf")
+DTYPE_DEVICE = probe_name("dtype and device")
+FLOAT16_MASKING = probe_name("float16 masking")
 
 
 

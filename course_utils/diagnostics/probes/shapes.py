@@ -7,11 +7,11 @@ import torch
 
 from course_utils.diagnostics.probe_registry import probe
 from course_utils.diagnostics.probing import Probing, short_error, sizes_of
-from course_utils.diagnostics.report import FAIL, PASS, Finding
+from course_utils.diagnostics.report import FAIL, PASS, Finding, probe_name
 from course_utils.diagnostics.subjects import SELF, SHAPES_LAYOUTS, WrongReturn
 from course_utils.language import _
 
-SHAPES = "shapes"
+SHAPES = probe_name("shapes")
 
 
 

@@ -15,14 +15,14 @@ from course_utils.diagnostics.probing import (
     reduced_precision,
     shown,
 )
-from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding
+from course_utils.diagnostics.report import FAIL, PASS, SKIP, Finding, probe_name
 from course_utils.diagnostics.subjects import SCALE_LAYOUTS, SELF
 from course_utils.language import _
 
-ROWS_SUM_TO_1 = "rows sum to 1"
-SCORE_SCALE = "score scale"
-OUTPUT_MIX = "output = weights @ v"
-SHARED_QKV = "shared Q/K/V weights"
+ROWS_SUM_TO_1 = probe_name("rows sum to 1")
+SCORE_SCALE = probe_name("score scale")
+OUTPUT_MIX = probe_name("output = weights @ v")
+SHARED_QKV = probe_name("shared Q/K/V weights")
 
 
 
