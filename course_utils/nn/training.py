@@ -32,7 +32,7 @@ def fit(model: nn.Module, loss_at_step: Callable[[int], torch.Tensor], steps: in
     held-out loss for a train/validation curve); it must not draw from the batches'
     generator, so the training is the same with or without it.
 
-    Used in lessons 07, 08, 11, 12 and 13.
+    Used in lessons 07, 08, 11 and 13.
     """
     require_instance("model", model, nn.Module, _("a torch.nn.Module"))
     require_callable("loss_at_step", loss_at_step)
