@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.data.corpus import sample_windows
-from course_utils.models.gpt import GPT, train_on_text
+from course_utils.models.gpt import GPT, TrainingCurve, text_loss, train_on_text
 from course_utils.nn.blocks import EncoderBlock
 from course_utils.nn.kv_cache import KVCache
 from course_utils.nn.training import fit
@@ -136,6 +136,51 @@ def test_train_on_text_reads_max_len_windows():
     assert seen == [(3, 6), (3, 6)]
 
 
+def test_a_seed_gives_the_weights_of_a_global_seed_and_leaves_the_global_state():
+    torch.manual_seed(7)
+    theirs = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    ours = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, seed=7)
+    assert torch.equal(torch.get_rng_state(), before), "the global random state is untouched"
+    for (name, a), b in zip(theirs.state_dict().items(), ours.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_text_loss_is_the_mean_loss_of_non_overlapping_windows():
+    model = GPT(VOCAB, 4, D_MODEL, HEADS, 1, seed=0).eval()
+    stream = torch.randint(0, VOCAB, (23,), generator=torch.Generator().manual_seed(1))
+    inputs, targets = stream[:20].view(5, 4), stream[1:21].view(5, 4)  # (23 - 1) // 4 = 5
+    with torch.no_grad():
+        expected = F.cross_entropy(model(inputs).reshape(-1, VOCAB), targets.reshape(-1))
+    assert text_loss(model, stream) == pytest.approx(expected.item(), abs=1e-6)
+    with torch.no_grad():  # two windows, evenly spaced: the first and the last
+        two = F.cross_entropy(model(inputs[[0, 4]]).reshape(-1, VOCAB),
+                              targets[[0, 4]].reshape(-1))
+    assert text_loss(model, stream, max_windows=2) == pytest.approx(two.item(), abs=1e-6)
+
+
+def test_the_validation_curve_changes_nothing_in_the_training():
+    stream = torch.randint(0, VOCAB, (400,), generator=torch.Generator().manual_seed(3))
+    held_out = torch.randint(0, VOCAB, (90,), generator=torch.Generator().manual_seed(4))
+    plain = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, seed=4)
+    curved = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, LAYERS, seed=4)
+    losses = train_on_text(plain, stream, 12, torch.Generator().manual_seed(5))
+    curve = train_on_text(curved, stream, 12, torch.Generator().manual_seed(5),
+                          validation_tokens=held_out, eval_every=5, eval_windows=3)
+    assert isinstance(losses, list) and isinstance(curve, TrainingCurve)
+    assert curve.losses == losses, "the same batches and updates, bit for bit"
+    for (name, a), b in zip(plain.state_dict().items(), curved.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+    assert curve.steps == [0, 5, 10, 12], "before training, every 5 steps and at the end"
+    assert len(curve.train) == len(curve.validation) == 4
+    assert curve.train[-1] == text_loss(curved, stream, 3)
+    assert curve.validation[-1] == text_loss(curved, held_out, 3)
+    assert not curved.training
+
+
 _MODEL = GPT(VOCAB, MAX_LEN, D_MODEL, HEADS, 1)
 _STREAM = torch.arange(40) % VOCAB
 _DRAWS = torch.Generator().manual_seed(0)
@@ -199,4 +244,25 @@ BAD_INPUTS = [
                  ("tokens", "torch.long", "torch.int8"), id="train_on_text: int8 stream"),
     pytest.param(train_on_text, (_MODEL, _STREAM.to("meta"), 1, _DRAWS), {}, ValueError,
                  ("tokens", "meta"), id="train_on_text: stream on meta"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS),
+                 {"validation_tokens": _STREAM[:MAX_LEN]}, ValueError,
+                 ("validation_tokens", "max_len + 1 = 17", "(16,)"),
+                 id="train_on_text: validation too short"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS),
+                 {"validation_tokens": _STREAM + VOCAB}, ValueError,
+                 ("validation_tokens", f"0..{VOCAB - 1}"),
+                 id="train_on_text: validation id past the vocabulary"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS), {"eval_every": 0}, ValueError,
+                 ("eval_every", "positive int", "0"), id="train_on_text: eval_every 0"),
+    pytest.param(train_on_text, (_MODEL, _STREAM, 1, _DRAWS), {"eval_windows": 1.5},
+                 TypeError, ("eval_windows", "positive int", "float"),
+                 id="train_on_text: float eval_windows"),
+    pytest.param(GPT, (VOCAB, MAX_LEN, D_MODEL, HEADS, 1), {"seed": -1}, ValueError,
+                 ("seed", "0 to 2**32 - 1", "-1"), id="GPT: negative seed"),
+    pytest.param(text_loss, (nn.Linear(2, 2), _STREAM), {}, TypeError,
+                 ("model", "GPT", "Linear"), id="text_loss: not a GPT"),
+    pytest.param(text_loss, (_MODEL, _STREAM[:MAX_LEN]), {}, ValueError,
+                 ("tokens", "max_len + 1 = 17", "(16,)"), id="text_loss: too short"),
+    pytest.param(text_loss, (_MODEL, _STREAM), {"max_windows": 0}, ValueError,
+                 ("max_windows", "positive int", "0"), id="text_loss: no windows"),
 ]

@@ -52,6 +52,21 @@ def test_a_warm_up_schedule_scales_the_learning_rate():
     assert torch.equal(model.weight, before)
 
 
+def test_evaluate_runs_before_every_n_steps_and_at_the_end_without_gradients():
+    x, y = _regression()
+    model = nn.Linear(3, 1)
+    seen = []
+
+    def evaluate(steps_done):
+        seen.append((steps_done, model.training, torch.is_grad_enabled()))
+
+    losses = fit(model, lambda step: nn.functional.mse_loss(model(x), y), steps=7, lr=0.01,
+                 evaluate=evaluate, eval_every=3)
+    assert len(losses) == 7
+    assert seen == [(0, False, False), (3, False, False), (6, False, False), (7, False, False)]
+    assert not model.training
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [

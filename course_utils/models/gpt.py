@@ -20,6 +20,8 @@ the same model to look for induction heads in it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -31,6 +33,7 @@ from course_utils.checks import (
     require_one_of,
     require_positive_int,
     require_positive_number,
+    require_seed,
     require_token_ids,
 )
 from course_utils.data.corpus import sample_windows
@@ -64,6 +67,10 @@ class GPT(nn.Module):
             ``d_ff``, ``rope_base`` RoPE in every attention instead of the learned position
             vectors (the model then has no ``position_embedding``: it is ``None``). The
             defaults (True, "layer", "gelu", None) are GPT-2's, the model described above.
+        seed: ``None`` (the initial weights come from torch's global random state, as any
+            module's) or an int: they are drawn from torch's random state seeded with
+            ``seed``, and the global state is left as it was (``torch.random.fork_rng``).
+            ``GPT(..., seed=s)`` has the weights of ``torch.manual_seed(s); GPT(...)``.
 
     ``forward(tokens, cache=None, return_weights=False)``: tokens ``(batch, n_new)`` ids
     give logits ``(batch, n_new, vocab_size)``. With a :class:`~course_utils.nn.kv_cache.KVCache`
@@ -79,8 +86,21 @@ class GPT(nn.Module):
                  num_layers: int, d_ff: int | None = None, window=None,
                  sink: bool = False, gate: bool = False, norm_first: bool = True,
                  norm: str = "layer", activation: str = "gelu",
-                 rope_base: float | None = None):
+                 rope_base: float | None = None, seed: int | None = None):
         super().__init__()
+        if seed is not None:
+            require_seed("seed", seed)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                self._build(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, window,
+                            sink, gate, norm_first, norm, activation, rope_base)
+        else:
+            self._build(vocab_size, max_len, d_model, num_heads, num_layers, d_ff, window,
+                        sink, gate, norm_first, norm, activation, rope_base)
+
+    def _build(self, vocab_size, max_len, d_model, num_heads, num_layers, d_ff, window, sink,
+               gate, norm_first, norm, activation, rope_base) -> None:
+        """Check the sizes and make the parts, drawing their initial weights."""
         self.vocab_size = require_positive_int("vocab_size", vocab_size)
         self.max_len = require_positive_int("max_len", max_len)
         require_positive_int("d_model", d_model)
@@ -160,8 +180,56 @@ def _layer_windows(window, num_layers: int) -> tuple[int | None, ...]:
     return tuple(window)
 
 
+@dataclass(frozen=True)
+class TrainingCurve:
+    """What :func:`train_on_text` returns when given held-out tokens.
+
+    ``losses``: the loss of every step's batch (what it returns without them);
+    ``steps``: how many steps were done at each evaluation (0 first, ``steps`` last);
+    ``train``, ``validation``: the model's loss at those moments on the same fixed windows
+    of the training and of the held-out tokens (:func:`text_loss`).
+
+    Used in lesson 12.
+    """
+
+    losses: list[float]
+    steps: list[int]
+    train: list[float]
+    validation: list[float]
+
+
+def text_loss(model: GPT, tokens, max_windows: int | None = None) -> float:
+    """The mean next-token loss (nats per token) of ``model`` on ``tokens`` ``(num_tokens,)``.
+
+    The stream is cut into non-overlapping windows of ``model.max_len`` inputs (each scored
+    on the next ``max_len`` tokens); ``max_windows`` keeps that many of them, evenly spaced
+    along the stream (all by default). No random draw: the same tokens, the same windows.
+
+    Used in lesson 12.
+    """
+    require_instance("model", model, GPT, "a course_utils.models.gpt.GPT")
+    tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
+    if max_windows is not None:
+        require_positive_int("max_windows", max_windows)
+    seq_len = model.max_len
+    windows = (len(tokens) - 1) // seq_len
+    if windows < 1:
+        raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
+                           "window of max_len + 1 = {needed} tokens")
+                         .format(name="tokens", shape=tuple(tokens.shape), needed=seq_len + 1))
+    starts = torch.arange(windows) * seq_len  # (windows,)
+    if max_windows is not None and max_windows < windows:
+        starts = starts[torch.linspace(0, windows - 1, max_windows).long()]
+    offsets = torch.arange(seq_len)
+    inputs, targets = tokens[starts[:, None] + offsets], tokens[starts[:, None] + offsets + 1]
+    with torch.no_grad():
+        logits = model(inputs)  # (windows, seq_len, vocab_size)
+        return F.cross_entropy(logits.reshape(-1, model.vocab_size), targets.reshape(-1)).item()
+
+
 def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
-                  batch_size: int = 32, lr: float = 5e-3) -> list[float]:
+                  batch_size: int = 32, lr: float = 5e-3, validation_tokens=None,
+                  eval_every: int = 50, eval_windows: int = 256):
     """Train ``model`` on a token stream as lesson 12 does; return the loss of every step.
 
     Each of the ``steps`` Adam steps (:func:`course_utils.nn.training.fit`) draws ``batch_size``
@@ -169,6 +237,12 @@ def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
     with ``generator`` (:func:`course_utils.data.corpus.sample_windows`); the model reads
     ``window[:, :-1]`` and every position is scored (cross-entropy) on the next token,
     ``window[:, 1:]``. The same generator state and initial weights give the same model.
+
+    With ``validation_tokens`` ``(num_val_tokens,)`` (held-out text) it returns a
+    :class:`TrainingCurve` instead of the list: before training, every ``eval_every`` steps
+    and at the end, the loss on ``eval_windows`` fixed windows of the training tokens and of
+    the held-out ones (:func:`text_loss`). The evaluations draw nothing at random, so the
+    model trained is the same with or without them.
 
     Used in lessons 12, 13 and 17.
     """
@@ -186,10 +260,33 @@ def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
                            "window of max_len + 1 = {needed} tokens")
                          .format(name="tokens", shape=tuple(tokens.shape),
                                  needed=model.max_len + 1))
+    require_positive_int("eval_every", eval_every)
+    require_positive_int("eval_windows", eval_windows)
+    if validation_tokens is not None:
+        validation_tokens = require_token_ids("validation_tokens", validation_tokens,
+                                              model.vocab_size, "(num_val_tokens,)")
+        if len(validation_tokens) < model.max_len + 1:
+            raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
+                               "window of max_len + 1 = {needed} tokens")
+                             .format(name="validation_tokens",
+                                     shape=tuple(validation_tokens.shape),
+                                     needed=model.max_len + 1))
 
     def loss_at_step(step: int) -> torch.Tensor:
         window = sample_windows(tokens, batch_size, model.max_len, generator)
         logits = model(window[:, :-1])  # (batch, max_len, vocab_size)
         return F.cross_entropy(logits.reshape(-1, model.vocab_size), window[:, 1:].reshape(-1))
 
-    return fit(model, loss_at_step, steps, lr=lr)
+    if validation_tokens is None:
+        return fit(model, loss_at_step, steps, lr=lr)
+    evaluated: list[int] = []
+    train: list[float] = []
+    validation: list[float] = []
+
+    def evaluate(steps_done: int) -> None:  # fixed windows: no draw from `generator`
+        evaluated.append(steps_done)
+        train.append(text_loss(model, tokens, eval_windows))
+        validation.append(text_loss(model, validation_tokens, eval_windows))
+
+    losses = fit(model, loss_at_step, steps, lr=lr, evaluate=evaluate, eval_every=eval_every)
+    return TrainingCurve(losses, evaluated, train, validation)

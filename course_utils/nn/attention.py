@@ -249,7 +249,7 @@ class MultiHeadAttention(nn.Module):
       d_model``), multiplies every head's output before ``w_o`` (Qiu et al. 2025, Qwen3-Next):
       ``w_o(merge(heads ⊙ sigmoid(split(w_gate(query)))))``.
 
-    Used in lessons 04, 06, 07, 13, 15 and 17.
+    Used in lessons 04, 06, 07, 12, 13, 15 and 17.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True,

@@ -97,7 +97,7 @@ class FeedForward(nn.Module):
     x ``(batch, seq_len, d_model)`` -> ``(batch, seq_len, d_ff)`` -> ``(batch, seq_len, d_model)``.
     Tokens do not interact here: that is attention's job.
 
-    Used in lesson 07.
+    Used in lessons 07 and 12.
     """
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
