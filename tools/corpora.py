@@ -51,7 +51,7 @@ _COMMA, _STOP = "\uff0c", "\u3002"  # the full-width comma and full stop of ever
 _HAN = "[\u4e00-\u9fff]"
 # One couplet: a line of 5 (or 7) Chinese characters, a comma, a line, a full stop.
 _COUPLET = re.compile(f"({_HAN}{{5}}|{_HAN}{{7}}){_COMMA}({_HAN}+){_STOP}")
-_TITLE_SPACE = "\u30fb"  # the middle dot that stands for a space in a title
+_TITLE_SPACE = "\u00b7"  # the middle dot (·) that Chinese writes for a space in a title
 
 
 def _tidy(lines) -> str:

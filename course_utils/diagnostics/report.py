@@ -9,6 +9,7 @@ from course_utils.language import _, translate
 from course_utils.text_layout import display_width, fill, pad
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+_MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
 
 
 def probe_name(english: str) -> str:
@@ -19,7 +20,6 @@ def probe_name(english: str) -> str:
     Used in lesson 08.
     """
     return require_instance("english", english, str, _("a str (the English text)"))
-_MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
 
 
 @dataclass(frozen=True)
