@@ -10,6 +10,7 @@ import pytest
 
 from course_utils import language
 from course_utils.exercises import l08
+from course_utils.exercises.framework import all_exercises
 from course_utils.experiments import l08_bug_gallery as gallery
 from course_utils.listings import listing_texts, source_listing
 
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.unit
 LISTED = ([bug.implementation for bug in gallery.BUGS]
           + [gallery.correct_attention, gallery.torch_attention,
              gallery.additive_mask_nan_to_num, l08.buggy_encoder_attention,
-             l08.buggy_half_precision_attention])
+             l08.buggy_half_precision_attention]
+          + [exercise.reference for exercise in all_exercises().values()])  # ex.solution()
 CJK = re.compile("[\u4e00-\u9fff]")
 
 
@@ -36,12 +38,12 @@ def _code(source: str) -> list[str]:
                               for line in without_docstrings.split("\n")) if line.strip()]
 
 
-@pytest.mark.parametrize("listed", LISTED, ids=lambda listed: listed.__name__)
+@pytest.mark.parametrize("listed", LISTED, ids=lambda listed: listed.__qualname__)
 def test_an_english_listing_is_the_source_exactly(listed):
     assert source_listing(listed) == textwrap.dedent(inspect.getsource(listed))
 
 
-@pytest.mark.parametrize("listed", LISTED, ids=lambda listed: listed.__name__)
+@pytest.mark.parametrize("listed", LISTED, ids=lambda listed: listed.__qualname__)
 def test_a_chinese_listing_keeps_the_code_and_translates_every_word(chinese, listed):
     english = textwrap.dedent(inspect.getsource(listed))
     chinese_listing = source_listing(listed)

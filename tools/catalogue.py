@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import inspect
 import io
 import json
 import string
@@ -42,7 +43,8 @@ TOOLS = ROOT / "tools"
 KEYWORDS = {"_": None, "N_": None, "pgettext": ((1, "c"), 2), "edition_text": ((2, "c"), 3),
             "probe_name": None}
 # Modules whose functions and classes a lesson prints (course_utils.listings.source_listing):
-# the docstrings and comments of their public ones are messages too.
+# the docstrings and comments of their public ones are messages too, as are those of every
+# exercise's reference solution.
 LISTED_MODULES = ("experiments/l08_bug_gallery.py", "exercises/l08.py")
 PROJECT = "Self-attention, hands-on"
 CREATED = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
@@ -68,11 +70,26 @@ def template() -> Catalog:
                 comment_tags=("Translators:",), strip_comment_tags=True):
             catalog.add(message, locations=[(f"{folder.name}/{filename}", None)],
                         auto_comments=comments, context=context)
-    for module in LISTED_MODULES:
-        for text in listed_texts(PACKAGE / module):
-            catalog.add(text, locations=[(f"{PACKAGE.name}/{module}", None)], context=LISTING,
-                        auto_comments=["A docstring or comment of code a lesson prints."])
+    for location, texts in listings():
+        for text in texts:
+            catalog.add(text, locations=[(location, None)], context=LISTING,
+                        auto_comments=["A docstring or comment of code the learner reads."])
     return catalog
+
+
+def listings() -> list[tuple[str, list[str]]]:
+    """(module, the docstrings and comments of code it holds that the learner reads): the
+    listed modules' public functions and classes, and every exercise's reference solution
+    (``ex.solution()`` prints it)."""
+    from course_utils.exercises.framework import all_exercises  # imports every lesson's
+
+    found = [(f"{PACKAGE.name}/{module}", listed_texts(PACKAGE / module))
+             for module in LISTED_MODULES]
+    for exercise in all_exercises().values():
+        path = Path(inspect.getsourcefile(exercise.reference)).relative_to(ROOT).as_posix()
+        found.append((path, listing_texts(textwrap.dedent(inspect.getsource(
+            exercise.reference)))))
+    return found
 
 
 def listed_texts(path: Path) -> list[str]:

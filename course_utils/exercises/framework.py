@@ -24,7 +24,6 @@ import copy
 import importlib
 import inspect
 import pkgutil
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +33,7 @@ import torch
 from course_utils.checks import require_callable, require_instance
 from course_utils.language import Message, _, in_english
 from course_utils.learner_code import call_learners_code, kept_random_state, raised_by_learner
+from course_utils.listings import source_listing
 from course_utils.registry import Registry
 
 # The package whose modules hold the lessons' exercises (``l01`` ... ``lNN``).
@@ -425,7 +425,7 @@ class Exercise:
 
     def solution(self) -> None:
         """Print the source code of the reference solution."""
-        print(textwrap.dedent(inspect.getsource(self.reference)))
+        print(source_listing(self.reference))
 
 
 def all_exercises() -> dict[str, Exercise]:
