@@ -86,8 +86,8 @@ def listings() -> list[tuple[str, list[str]]]:
     found = [(f"{PACKAGE.name}/{module}", listed_texts(PACKAGE / module))
              for module in LISTED_MODULES]
     for exercise in all_exercises().values():
-        path = Path(inspect.getsourcefile(exercise.reference)).relative_to(ROOT).as_posix()
-        found.append((path, listing_texts(textwrap.dedent(inspect.getsource(
+        module = exercise.reference.__module__.replace(".", "/") + ".py"
+        found.append((module, listing_texts(textwrap.dedent(inspect.getsource(
             exercise.reference)))))
     return found
 
