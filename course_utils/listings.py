@@ -29,8 +29,9 @@ def _docstring_lines(source: str) -> set[int]:
 
 def _docstring_parts(token: str) -> tuple[str, str, str]:
     """A docstring token as (prefix and opening quotes, the text as written, closing quotes)."""
-    opening = len(token) - len(token.lstrip("rRuU")) + 3
-    return token[:opening], token[opening:-3], token[-3:]
+    prefix = len(token) - len(token.lstrip("rRuU"))
+    quotes = 3 if token[prefix:prefix + 3] in ('"' * 3, "'" * 3) else 1
+    return token[:prefix + quotes], token[prefix + quotes:-quotes], token[-quotes:]
 
 
 def _pieces(source: str):

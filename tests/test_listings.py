@@ -57,6 +57,7 @@ def test_a_chinese_listing_keeps_the_code_and_translates_every_word(chinese, lis
 def test_listing_texts_finds_docstrings_and_comments_in_order():
     source = 'def f(x):\n    """Double.\n\n    More.\n    """\n    return 2 * x  # twice\n'
     assert listing_texts(source) == ["Double.\n\nMore.", "twice"]
+    assert listing_texts("def g():\n    'Once.'\n    return 1\n") == ["Once."]
 
 
 BAD_INPUTS = [
