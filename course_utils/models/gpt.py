@@ -180,6 +180,14 @@ def _layer_windows(window, num_layers: int) -> tuple[int | None, ...]:
     return tuple(window)
 
 
+def _require_one_window(name: str, tokens: torch.Tensor, model: GPT) -> None:
+    """A token stream ``(num_tokens,)`` must hold one window: ``max_len`` inputs and the next."""
+    if len(tokens) < model.max_len + 1:
+        raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
+                           "window of max_len + 1 = {needed} tokens")
+                         .format(name=name, shape=tuple(tokens.shape), needed=model.max_len + 1))
+
+
 @dataclass(frozen=True)
 class TrainingCurve:
     """What :func:`train_on_text` returns when given held-out tokens.
@@ -211,12 +219,9 @@ def text_loss(model: GPT, tokens, max_windows: int | None = None) -> float:
     tokens = require_token_ids("tokens", tokens, model.vocab_size, "(num_tokens,)")
     if max_windows is not None:
         require_positive_int("max_windows", max_windows)
+    _require_one_window("tokens", tokens, model)
     seq_len = model.max_len
     windows = (len(tokens) - 1) // seq_len
-    if windows < 1:
-        raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
-                           "window of max_len + 1 = {needed} tokens")
-                         .format(name="tokens", shape=tuple(tokens.shape), needed=seq_len + 1))
     starts = torch.arange(windows) * seq_len  # (windows,)
     if max_windows is not None and max_windows < windows:
         starts = starts[torch.linspace(0, windows - 1, max_windows).long()]
@@ -255,22 +260,13 @@ def train_on_text(model: GPT, tokens, steps: int, generator: torch.Generator,
                           "with the global random state"))
     require_positive_int("batch_size", batch_size)
     require_positive_number("lr", lr)
-    if len(tokens) < model.max_len + 1:
-        raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
-                           "window of max_len + 1 = {needed} tokens")
-                         .format(name="tokens", shape=tuple(tokens.shape),
-                                 needed=model.max_len + 1))
+    _require_one_window("tokens", tokens, model)
     require_positive_int("eval_every", eval_every)
     require_positive_int("eval_windows", eval_windows)
     if validation_tokens is not None:
         validation_tokens = require_token_ids("validation_tokens", validation_tokens,
                                               model.vocab_size, "(num_val_tokens,)")
-        if len(validation_tokens) < model.max_len + 1:
-            raise ValueError(_("{name} (num_tokens,) = {shape} is shorter than one "
-                               "window of max_len + 1 = {needed} tokens")
-                             .format(name="validation_tokens",
-                                     shape=tuple(validation_tokens.shape),
-                                     needed=model.max_len + 1))
+        _require_one_window("validation_tokens", validation_tokens, model)
 
     def loss_at_step(step: int) -> torch.Tensor:
         window = sample_windows(tokens, batch_size, model.max_len, generator)

@@ -168,10 +168,11 @@ def _edge_cutter(edges: list[tuple], num_heads: int):
     def cut(module, args, kwargs):
         query = args[0] if args else kwargs["query"]  # (batch, n_q, d_model), self-attention
         batch, n = query.shape[:2]
-        if max(max(q, k) for _head, q, k in edges) >= n:
+        highest = max(max(q, k) for _head, q, k in edges)
+        if highest >= n:
             raise ValueError(_(
                 "edges name positions up to {highest}, but the input has seq_len={seq_len}"
-            ).format(highest=max(max(q, k) for _head, q, k in edges), seq_len=n))
+            ).format(highest=highest, seq_len=n))
         keep = torch.ones(batch, num_heads, n, n, dtype=torch.bool, device=query.device)
         for head, q, k in edges:
             keep[:, head, q, k] = False

@@ -152,7 +152,7 @@ def apply_rope_interleaved(x: torch.Tensor, positions: torch.Tensor,
 
     Used in lessons 11 and 14.
     """
-    x = require_tensor("x", x, "(..., seq_len, d)")
+    x = _require_rotatable(x)
     d = x.shape[-1]
     order = torch.cat((torch.arange(0, d, 2), torch.arange(1, d, 2))).to(x.device)  # (d,)
     rotated = apply_rope(x[..., order], positions, base)  # pair i is (x_2i, x_2i+1)
